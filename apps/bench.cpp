@@ -1,0 +1,16 @@
+// `stoke bench <what>`: benchmarks, one per source file, dispatched by name.
+#include <array>
+
+#include "cli.hpp"
+#include "commands.hpp"
+
+namespace stoke::app {
+
+int bench(int argc, char** argv) {
+  static constexpr std::array benchmarks{
+      Subcommand{"graph", "throughput and per-item overhead of the graph executor on synthetic stages", bench_graph},
+  };
+  return dispatch("bench", "Measure the throughput of stoke's parts.", benchmarks, argc, argv);
+}
+
+}  // namespace stoke::app

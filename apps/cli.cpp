@@ -1,0 +1,121 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <iostream>
+#include <utility>
+
+namespace stoke::app {
+
+namespace po = boost::program_options;
+
+namespace {
+
+// "stoke" or "stoke bench graph".
+std::string full_name(std::string_view path) {
+  std::string name = "stoke";
+  if (!path.empty()) {
+    name += ' ';
+    name += path;
+  }
+  return name;
+}
+
+std::string command_list(std::span<const Subcommand> commands) {
+  std::string list;
+  for (const Subcommand& command : commands) {
+    if (!list.empty()) list += ", ";
+    list += command.name;
+  }
+  return list;
+}
+
+}  // namespace
+
+void print_usage(std::ostream& out, std::string_view path, std::string_view summary,
+                 std::span<const Subcommand> commands) {
+  const std::string name = full_name(path);
+  out << "usage: " << name << " <command> [options]\n"
+      << "       " << name << " <command> --help\n";
+  if (path.empty()) out << "       " << name << " --version\n";
+  out << '\n' << summary << "\n\ncommands:\n";
+  std::size_t width = 0;
+  for (const Subcommand& command : commands) width = std::max(width, command.name.size());
+  for (const Subcommand& command : commands) {
+    out << "  " << command.name << std::string(width - command.name.size() + 3, ' ') << command.doc << '\n';
+  }
+}
+
+int dispatch(std::string_view path, std::string_view summary, std::span<const Subcommand> commands, int argc,
+             char** argv) {
+  if (argc < 2) {
+    print_usage(std::cerr, path, summary, commands);
+    return usage_exit_code;
+  }
+  const std::string_view requested = argv[1];
+  if (requested == "--help" || requested == "-h") {
+    print_usage(std::cout, path, summary, commands);
+    return 0;
+  }
+  const auto found = std::find_if(commands.begin(), commands.end(),
+                                  [&](const Subcommand& command) { return command.name == requested; });
+  if (found == commands.end()) {
+    std::cerr << full_name(path) << ": unknown command '" << requested << "' (commands: " << command_list(commands)
+              << ")\n";
+    return usage_exit_code;
+  }
+
+  std::string sub_path(path);
+  if (!sub_path.empty()) sub_path += ' ';
+  sub_path += found->name;
+  try {
+    return found->run(argc - 1, argv + 1);
+  } catch (const po::error& error) {
+    std::cerr << full_name(sub_path) << ": " << error.what() << " (see " << full_name(sub_path) << " --help)\n";
+    return usage_exit_code;
+  } catch (const std::exception& error) {
+    std::cerr << full_name(sub_path) << ": " << error.what() << '\n';
+  } catch (...) {
+    std::cerr << full_name(sub_path) << ": unknown exception\n";
+  }
+  return 1;
+}
+
+CommandOptions::CommandOptions(std::string path, std::string summary, std::string arguments)
+    : path_(std::move(path)), summary_(std::move(summary)), arguments_(std::move(arguments)), options_("options") {
+  options_.add_options()("help,h", "show this help");
+}
+
+po::options_description_easy_init CommandOptions::add() { return options_.add_options(); }
+
+CommandOptions& CommandOptions::positional(const char* name, int max_count) {
+  positional_.add(name, max_count);
+  return *this;
+}
+
+std::optional<int> CommandOptions::parse(int argc, char** argv, po::variables_map& values) const {
+  try {
+    po::store(po::command_line_parser(argc, argv).options(options_).positional(positional_).run(), values);
+    if (values.count("help") != 0) {
+      print_help(std::cout);
+      return 0;
+    }
+    po::notify(values);
+  } catch (const po::error& error) {
+    return usage_error(error.what());
+  }
+  return std::nullopt;
+}
+
+void CommandOptions::print_help(std::ostream& out) const {
+  out << "usage: " << full_name(path_) << ' ' << arguments_ << "\n\n" << summary_ << "\n\n" << options_;
+}
+
+int CommandOptions::usage_error(std::string_view message) const {
+  const std::string name = full_name(path_);
+  std::cerr << name << ": " << message << " (see " << name << " --help)\n";
+  return usage_exit_code;
+}
+
+}  // namespace stoke::app

@@ -1,0 +1,75 @@
+// Helpers shared by the `stoke` subcommands: dispatch by name, option parsing, --help and usage
+// errors, all with the same wording and exit codes (0 success, 1 failure, 2 usage error).
+#pragma once
+
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <boost/program_options.hpp>
+
+namespace stoke::app {
+
+/// Exit code of a command-line mistake (unknown command or option, bad value).
+inline constexpr int usage_exit_code = 2;
+
+/// One entry of a command table: its name, a one-line description, and its implementation
+/// (see commands.hpp for the calling convention).
+struct Subcommand {
+  std::string_view name;
+  std::string_view doc;
+  int (*run)(int argc, char** argv);
+};
+
+/// Runs the subcommand named by argv[1] with (argc - 1, argv + 1). `path` is the command that owns
+/// the table as typed after "stoke" ("" for the top level, "bench" for `stoke bench`).
+/// - no argument: prints the usage to stderr, returns 2; `--help`/`-h`: prints it to stdout, returns 0;
+/// - an unknown name: "stoke <path>: unknown command 'x' (commands: a, b)" on stderr, returns 2;
+/// - an exception from the subcommand: "stoke <path> <name>: <what>" on stderr, returns 1
+///   (a boost::program_options::error is a usage error instead: returns 2).
+int dispatch(std::string_view path, std::string_view summary, std::span<const Subcommand> commands, int argc,
+             char** argv);
+
+/// Prints the usage of a command table (what `dispatch` prints for --help).
+void print_usage(std::ostream& out, std::string_view path, std::string_view summary,
+                 std::span<const Subcommand> commands);
+
+/// The options of one command, with `--help`/`-h` built in.
+///
+///   CommandOptions cli("bench graph", "Measure the graph executor.");
+///   cli.add()("items", po::value<int>()->default_value(100000), "items per run");
+///   po::variables_map vm;
+///   if (auto exit_code = cli.parse(argc, argv, vm)) return *exit_code;
+class CommandOptions {
+ public:
+  /// `path`: the command as typed after "stoke" (e.g. "bench graph"); `summary`: what it does,
+  /// printed under the usage line; `arguments`: the usage line's argument synopsis.
+  CommandOptions(std::string path, std::string summary, std::string arguments = "[options]");
+
+  /// Adds options, boost::program_options style: add()("name,n", value<T>(), "doc")...
+  boost::program_options::options_description_easy_init add();
+  /// Positional arguments fill the option `name` (max_count -1: any number).
+  CommandOptions& positional(const char* name, int max_count);
+
+  /// Parses argv[1..argc) into `values` (and runs notify()). Returns the exit code when the command
+  /// must end now: 0 after printing --help, 2 after reporting a parse error; nullopt to go on.
+  std::optional<int> parse(int argc, char** argv, boost::program_options::variables_map& values) const;
+
+  /// The --help text: usage line, summary, options.
+  void print_help(std::ostream& out) const;
+  /// Prints "stoke <path>: <message> (see stoke <path> --help)" to stderr; returns 2.
+  int usage_error(std::string_view message) const;
+
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;
+  std::string summary_;
+  std::string arguments_;
+  boost::program_options::options_description options_;
+  boost::program_options::positional_options_description positional_;
+};
+
+}  // namespace stoke::app

@@ -1,0 +1,17 @@
+// The subcommands of the `stoke` executable, one source file each.
+//
+// Every command has the signature `int command(int argc, char** argv)`: argv[0] is the command's
+// own name (e.g. "graph" for `stoke bench graph`) and argv[1..argc) are its arguments. It returns
+// the exit code (0 success, 1 failure, 2 usage error) and may throw; the dispatcher reports an
+// exception as "stoke <command>: <what>" with exit code 1.
+#pragma once
+
+namespace stoke::app {
+
+/// `stoke bench <what>`: dispatches to the benchmarks below (apps/bench.cpp).
+int bench(int argc, char** argv);
+
+/// `stoke bench graph`: the graph executor's throughput and overhead (apps/bench_graph.cpp).
+int bench_graph(int argc, char** argv);
+
+}  // namespace stoke::app

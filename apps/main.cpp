@@ -1,0 +1,34 @@
+// stoke: one executable, one subcommand per source file (see commands.hpp).
+#include <array>
+#include <exception>
+#include <iostream>
+#include <string_view>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "version.hpp"
+
+namespace {
+
+constexpr std::array commands{
+    stoke::app::Subcommand{"bench", "measure the throughput of stoke's parts (stoke bench --help)", stoke::app::bench},
+};
+
+constexpr std::string_view summary = "stoke keeps the GPU stoked: streaming input pipelines for training and inference.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc == 2 && std::string_view(argv[1]) == "--version") {
+      std::cout << "stoke " << stoke::app::version << '\n';
+      return 0;
+    }
+    return stoke::app::dispatch("", summary, commands, argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "stoke: " << error.what() << '\n';
+  } catch (...) {
+    std::cerr << "stoke: unknown exception\n";
+  }
+  return 1;
+}

@@ -1,0 +1,31 @@
+# stoke_add_test(NAME <name> SOURCES <file>... [LIBS <target>...] [GPU])
+#
+# Adds a GoogleTest executable linked to GTest::gtest_main, stoke::stoke and LIBS, built with the
+# project's warnings, and registers each of its tests with ctest (gtest_discover_tests). Tests get
+# the label "gpu" when GPU is given (they must GTEST_SKIP without a device), else "cpu":
+#   ctest -L cpu        ctest -LE gpu
+include_guard(GLOBAL)
+include(GoogleTest)
+
+function(stoke_add_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU" "NAME" "SOURCES;LIBS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "stoke_add_test: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_NAME OR NOT arg_SOURCES)
+    message(FATAL_ERROR "stoke_add_test: NAME and SOURCES are required")
+  endif()
+
+  if(arg_GPU)
+    set(label gpu)
+  else()
+    set(label cpu)
+  endif()
+
+  add_executable(${arg_NAME} ${arg_SOURCES})
+  target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main stoke::stoke ${arg_LIBS}
+    $<BUILD_INTERFACE:stoke_warnings>)
+  gtest_discover_tests(${arg_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${label}" TIMEOUT 300)
+endfunction()

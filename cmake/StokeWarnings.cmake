@@ -1,0 +1,33 @@
+# stoke_warnings: the project's warning flags, per language, as an INTERFACE target.
+#
+# Every stoke target links it PRIVATE, wrapped as $<BUILD_INTERFACE:stoke_warnings>, so the flags
+# apply to stoke's own sources and never leak to users of the installed package.
+# STOKE_WARNINGS_AS_ERRORS adds -Werror.
+
+add_library(stoke_warnings INTERFACE)
+
+set(stoke_cxx_warnings
+  -Wall
+  -Wextra
+  -Wpedantic
+  -Wshadow
+  -Wnon-virtual-dtor
+  -Wcast-align
+  -Wunused
+  -Woverloaded-virtual
+  -Wnull-dereference
+  -Wdouble-promotion
+  -Wformat=2
+  -Wimplicit-fallthrough)
+# nvcc passes host-compiler warnings through -Xcompiler; the C++-only ones above are not all
+# meaningful for the code nvcc generates, so device code gets the basic set.
+set(stoke_cuda_warnings -Xcompiler=-Wall,-Wextra)
+
+if(STOKE_WARNINGS_AS_ERRORS)
+  list(APPEND stoke_cxx_warnings -Werror)
+  list(APPEND stoke_cuda_warnings -Werror=all-warnings -Xcompiler=-Werror)
+endif()
+
+target_compile_options(stoke_warnings INTERFACE
+  "$<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang,AppleClang>:${stoke_cxx_warnings}>"
+  "$<$<COMPILE_LANG_AND_ID:CUDA,NVIDIA>:${stoke_cuda_warnings}>")

@@ -1,0 +1,57 @@
+// The shapes a stage body may take, checked at compile time.
+#pragma once
+
+#include <concepts>
+#include <optional>
+#include <type_traits>
+
+#include "stoke/graph/emitter.hpp"
+
+namespace stoke::graph {
+
+namespace detail {
+template <class T>
+struct is_optional : std::false_type {};
+template <class T>
+struct is_optional<std::optional<T>> : std::true_type {};
+}  // namespace detail
+
+/// The value a pipeline carries: movable, and destructible (destroying an item must release what
+/// it holds, e.g. return a pooled buffer).
+template <class T>
+concept Item = std::movable<T> && std::destructible<T> && !std::is_reference_v<T>;
+
+/// `std::optional<Out>()`: the next item, or nullopt at the end of the stream. Called serially.
+template <class F>
+concept SourceBody = std::invocable<F&> && detail::is_optional<std::invoke_result_t<F&>>::value;
+
+/// `Out(In)`: one output per input.
+template <class F, class In>
+concept MapBody = std::invocable<F&, In&&> && !std::is_void_v<std::invoke_result_t<F&, In&&>> &&
+                  !detail::is_optional<std::invoke_result_t<F&, In&&>>::value;
+
+/// `std::optional<Out>(In)`: one output or none (the item is dropped).
+template <class F, class In>
+concept FilterBody = std::invocable<F&, In&&> && detail::is_optional<std::invoke_result_t<F&, In&&>>::value;
+
+/// `void(In, Emitter<Out>&)`: any number of outputs per input; may also have
+/// `flush(Emitter<Out>&)`, called once after the last input (e.g. a final partial batch).
+template <class F, class In, class Out>
+concept EmitBody = std::invocable<F&, In&&, Emitter<Out>&> &&
+                   std::is_void_v<std::invoke_result_t<F&, In&&, Emitter<Out>&>>;
+
+template <class F, class Out>
+concept Flushable = requires(F& f, Emitter<Out>& out) { f.flush(out); };
+
+/// `void(In)`: consumes items at the end of the pipeline.
+template <class F, class In>
+concept SinkBody = std::invocable<F&, In&&> && std::is_void_v<std::invoke_result_t<F&, In&&>>;
+
+template <SourceBody F>
+using source_value_t = typename std::invoke_result_t<F&>::value_type;
+template <class F, class In>
+using map_result_t = std::remove_cvref_t<std::invoke_result_t<F&, In&&>>;
+template <class F, class In>
+using filter_value_t = typename std::remove_cvref_t<std::invoke_result_t<F&, In&&>>::value_type;
+
+}  // namespace stoke::graph

@@ -1,0 +1,97 @@
+// Runtime: the state one run shares between its stages (credits, stop/cancel, errors, trace).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoke/graph/errors.hpp"
+#include "stoke/graph/options.hpp"
+#include "stoke/graph/stats.hpp"
+
+namespace stoke::graph::detail {
+
+class StageBase;
+
+/// Signals counted by the SignalStop handler (defined in signal.cpp).
+extern std::atomic<int> signal_count;
+
+/// In-flight credits: the source takes one before producing an item; whoever ends the item's
+/// life releases it (sink, filter drop, skip, cancel, an emit call that emitted nothing).
+/// Not thread-hostile: every member may be called from any task.
+class Runtime {
+ public:
+  explicit Runtime(PipelineOptions options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const PipelineOptions& options() const noexcept { return options_; }
+
+  // ---- credits --------------------------------------------------------------------------------
+  /// True if a credit is free now; otherwise marks the source as waiting (so that the next
+  /// release wakes it) and checks once more.
+  bool credit_available_or_park() noexcept;
+  /// Takes a credit; call only after credit_available_or_park() said yes (only the source takes).
+  void take_credit() noexcept { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void release_credits(std::uint32_t n) noexcept;
+  void set_max_in_flight(std::size_t limit) noexcept;
+  std::size_t max_in_flight() const noexcept { return max_in_flight_.load(std::memory_order_relaxed); }
+  std::size_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+
+  // ---- stop, cancel, failure ------------------------------------------------------------------
+  bool stop_requested() const noexcept {
+    return stop_.load(std::memory_order_relaxed) ||
+           (options_.stop_on_signal && signal_count.load(std::memory_order_relaxed) - signal_base_ >= 1);
+  }
+  bool cancelled() const noexcept {
+    return cancel_.load(std::memory_order_relaxed) ||
+           (options_.stop_on_signal && signal_count.load(std::memory_order_relaxed) - signal_base_ >= 2);
+  }
+  void request_stop() noexcept { stop_.store(true); }
+  void cancel() noexcept { cancel_.store(true); }
+  /// Records the first failure and cancels the run.
+  void fail(StageError error);
+  void record_skip(std::string_view stage, std::uint64_t index, std::string reason);
+
+  // ---- trace ----------------------------------------------------------------------------------
+  bool tracing() const noexcept { return options_.trace; }
+  /// begin/end in ticks (clock.hpp).
+  void record_span(int stage, std::uint64_t index, std::int64_t begin, std::int64_t end);
+  void write_trace(const std::string& path, const std::vector<std::string>& stage_names) const;
+
+  // ---- execution ------------------------------------------------------------------------------
+  void set_source(StageBase* source) noexcept { source_ = source; }
+  /// Runs `body` inside the pipeline's task arena, then waits for every task of the graph.
+  void execute_and_wait(const std::function<void()>& body);
+  /// The oneTBB flow graph the stages' nodes live in (an opaque tbb::flow::graph*).
+  void* flow_graph() noexcept;
+
+  void begin() noexcept;
+  std::int64_t started_ticks() const noexcept { return started_ticks_; }
+  bool failed() const noexcept;
+  void rethrow_failure() const;
+  std::uint64_t skipped() const noexcept { return skipped_.load(); }
+  std::vector<SkippedItem> skipped_items() const;
+
+ private:
+  struct Impl;
+  PipelineOptions options_;
+  std::unique_ptr<Impl> impl_;
+  StageBase* source_ = nullptr;
+  std::atomic<std::size_t> in_flight_{0};
+  std::atomic<std::size_t> max_in_flight_;
+  std::atomic<bool> source_waiting_{false};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> cancel_{false};
+  std::atomic<std::uint64_t> skipped_{0};
+  int signal_base_ = 0;
+  std::int64_t started_ticks_ = 0;
+};
+
+}  // namespace stoke::graph::detail

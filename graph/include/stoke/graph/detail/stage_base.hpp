@@ -1,0 +1,141 @@
+// StageBase: what every stage shares -- concurrency control, task spawning, the wake-up protocol
+// between neighbours, and the per-stage statistics. Typed stages (stages.hpp) derive from it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "stoke/graph/detail/clock.hpp"
+#include "stoke/graph/detail/envelope.hpp"
+#include "stoke/graph/detail/runtime.hpp"
+#include "stoke/graph/options.hpp"
+#include "stoke/graph/stats.hpp"
+
+namespace stoke::graph::detail {
+
+/// Scheduling model. A stage runs tasks on the pipeline's oneTBB flow graph; each task claims
+/// items from the stage's input buffer one after another until none is claimable, so a stage
+/// with concurrency c has at most c tasks. Nothing ever blocks a thread: a stage that cannot
+/// start (no input, no room downstream, no in-flight credit) parks, and whoever changes that
+/// condition wakes it. Parking uses the pattern "set blocked flag, re-check": the waker first
+/// changes the condition, then reads the flag, so one of the two always sees the other.
+class StageBase {
+ public:
+  StageBase(Runtime& runtime, std::string name, StageKind kind, StageOptions options);
+  virtual ~StageBase();
+  StageBase(const StageBase&) = delete;
+  StageBase& operator=(const StageBase&) = delete;
+
+  const std::string& name() const noexcept { return name_; }
+  StageKind kind() const noexcept { return kind_; }
+  const StageOptions& options() const noexcept { return options_; }
+  bool parallel() const noexcept { return options_.concurrency.max > 1; }
+
+  /// Wiring, done once by Pipeline::run() before anything starts.
+  struct Wiring {
+    int id = 0;
+    StageBase* upstream = nullptr;
+    StageBase* downstream = nullptr;
+    bool gated = false;          ///< input is released in seq order
+    bool forward_holes = false;  ///< some ordered stage downstream needs this stage's holes
+  };
+  void wire(const Wiring& wiring);
+  /// Creates the stage's flow-graph node and starts its clocks.
+  void start(Runtime& runtime);
+
+  /// Starts as many tasks as there is claimable work and free concurrency.
+  void wake();
+  /// One task's work: claim an item, process it, hand it on. Entered holding a slot that
+  /// plan_spawns_locked() (or push's follow reservation) counted in active_ and starting_.
+  virtual void run_task() = 0;
+  void set_concurrency(int concurrency);
+  void set_capacity(std::size_t capacity);
+  StageStats stats() const;
+  bool finished() const;
+
+  /// Room in this stage's input buffer (read by the upstream stage, without a lock).
+  bool has_room() const noexcept {
+    return ready_.load(std::memory_order_seq_cst) < capacity_.load(std::memory_order_relaxed);
+  }
+
+ protected:
+  /// RAII: locks the stage; on unlock, if the stage's state (starved/blocked/running) changed,
+  /// closes the interval of the old state. The clock is read only on such transitions.
+  class Locked {
+   public:
+    explicit Locked(const StageBase& stage);
+    ~Locked();
+    Locked(const Locked&) = delete;
+    Locked& operator=(const Locked&) = delete;
+
+   private:
+    const StageBase& stage_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  /// How many more tasks could claim work right now (called locked).
+  virtual std::size_t claimable_locked() = 0;
+  /// The stage is done: flush, clean up, close the downstream input.
+  virtual void on_finish() = 0;
+  /// Items waiting, reorder buffer included (called locked).
+  virtual std::size_t queued_locked() const = 0;
+
+  /// Decides how many tasks to start (locked); pass the result to spawn() after unlocking.
+  int plan_spawns_locked();
+  void spawn(int tasks);
+  /// Room downstream, or park until the downstream stage frees some (called locked).
+  bool room_or_park_locked();
+  /// Tells the upstream stage that this stage's input buffer has room again.
+  void notify_upstream() noexcept;
+  /// True once, when the input is closed and nothing is left to do (called locked).
+  bool finish_ready_locked();
+  void finish();
+
+  void note_queue_locked() noexcept;
+
+  Runtime& runtime_;
+  const std::string name_;
+  const StageKind kind_;
+  const StageOptions options_;
+  Wiring wiring_;
+
+  mutable std::mutex mutex_;
+  // Guarded by mutex_:
+  int limit_;
+  int active_ = 0;    // tasks running, including those not yet claiming
+  int starting_ = 0;  // tasks spawned that have not yet tried to claim
+  bool running_ = false;
+  bool input_closed_ = false;
+  bool finishing_ = false;
+  bool finished_ = false;
+  std::size_t peak_queued_ = 0;
+
+  std::atomic<std::size_t> ready_{0};  // claimable items in the input buffer
+  std::atomic<std::size_t> capacity_;
+  std::atomic<bool> blocked_{false};  // parked for lack of room downstream
+
+  std::atomic<std::uint64_t> items_in_{0};
+  std::atomic<std::uint64_t> items_out_{0};
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::int64_t> busy_ticks_{0};
+
+ private:
+  enum class State { idle, starved, blocked, running };
+  State state_locked() const;
+  void transition_locked() const;
+
+  mutable State state_ = State::idle;
+  mutable std::int64_t since_ = 0;  // ticks
+  mutable std::int64_t starved_ticks_ = 0;
+  mutable std::int64_t blocked_ticks_ = 0;
+
+  struct Node;
+  std::unique_ptr<Node> node_;
+};
+
+}  // namespace stoke::graph::detail

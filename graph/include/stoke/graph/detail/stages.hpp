@@ -1,0 +1,492 @@
+// The typed stages: a source, and map / filter / emit / sink stages over an input buffer.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "stoke/graph/concepts.hpp"
+#include "stoke/graph/detail/clock.hpp"
+#include "stoke/graph/detail/envelope.hpp"
+#include "stoke/graph/detail/runtime.hpp"
+#include "stoke/graph/detail/stage_base.hpp"
+#include "stoke/graph/emitter.hpp"
+#include "stoke/graph/errors.hpp"
+
+namespace stoke::graph::detail {
+
+/// A stage with an input buffer of In: a FIFO of ready items, and, when the stage's input is
+/// gated (ordered), a reorder buffer in front of it that releases items in seq order.
+template <class In>
+class InputStage : public StageBase {
+ public:
+  using StageBase::StageBase;
+
+  /// Called by the upstream stage (any thread). With `follow`, the caller asks to run this stage
+  /// itself next (depth-first, as oneTBB's parallel_pipeline carries a token): if a slot is free,
+  /// it is reserved for the caller, who must then call run_task(), and push returns true.
+  bool push(Envelope<In>&& item, bool follow = false) {
+    std::vector<Envelope<In>> holes;
+    int tasks = 0;
+    {
+      Locked lock(*this);
+      if (!item.hole()) items_in_.fetch_add(1, std::memory_order_relaxed);
+      if (wiring_.gated) {
+        gate_.put(item.seq, std::move(item));
+        while (auto next = gate_.pop()) {
+          if (next->hole())
+            holes.push_back(std::move(*next));
+          else
+            ready_q_.push_back(std::move(*next));
+        }
+      } else if (item.hole()) {
+        holes.push_back(std::move(item));
+      } else {
+        ready_q_.push_back(std::move(item));
+      }
+      ready_.store(ready_q_.size(), std::memory_order_seq_cst);
+      note_queue_locked();
+      tasks = plan_spawns_locked();
+    }
+    follow = follow && tasks > 0;
+    spawn(follow ? tasks - 1 : tasks);
+    for (auto& hole : holes) pass_hole(std::move(hole));
+    return follow;
+  }
+
+  /// Called once by the upstream stage when it has sent its last item.
+  void close_input() {
+    int tasks = 0;
+    bool done = false;
+    {
+      Locked lock(*this);
+      input_closed_ = true;
+      tasks = plan_spawns_locked();
+      done = tasks == 0 && finish_ready_locked();
+    }
+    spawn(tasks);
+    if (done) finish();
+  }
+
+ protected:
+  /// A hole that this stage's gate released (or that passes an ungated stage): send it on or
+  /// release its credits. Never calls the body.
+  virtual void pass_hole(Envelope<In>&& hole) = 0;
+
+  std::size_t claimable_locked() override {
+    if (runtime_.cancelled()) return queued_locked();
+    if (ready_q_.empty() || !room_or_park_locked()) return 0;
+    return ready_q_.size();
+  }
+
+  std::size_t queued_locked() const override { return ready_q_.size() + gate_.size(); }
+
+  /// Takes the next ready item; on cancellation moves everything queued into `discard` instead.
+  bool claim_locked(Envelope<In>& item, std::vector<Envelope<In>>& discard) {
+    if (runtime_.cancelled()) {
+      while (!ready_q_.empty()) {
+        discard.push_back(std::move(ready_q_.front()));
+        ready_q_.pop_front();
+      }
+      gate_.drain([&](Envelope<In>& e) { discard.push_back(std::move(e)); });
+      ready_.store(0, std::memory_order_seq_cst);
+      return false;
+    }
+    if (ready_q_.empty() || !room_or_park_locked()) return false;
+    item = std::move(ready_q_.front());
+    ready_q_.pop_front();
+    ready_.store(ready_q_.size(), std::memory_order_seq_cst);
+    return true;
+  }
+
+  void discard(std::vector<Envelope<In>>& items) noexcept {
+    if (items.empty()) return;
+    std::uint32_t credits = 0;
+    for (auto& item : items) credits += item.credits;
+    items.clear();
+    runtime_.release_credits(credits);
+    notify_upstream();
+  }
+
+ private:
+  std::deque<Envelope<In>> ready_q_;
+  Reorder<Envelope<In>> gate_;
+};
+
+/// Where a stage's outputs go.
+template <class Out>
+class Outlet {
+ public:
+  InputStage<Out>*& link() noexcept { return next_; }
+  InputStage<Out>* next() const noexcept { return next_; }
+
+  /// Hands an item to the next stage. With `follow` (once per call of a body), asks to run the
+  /// next stage on this thread afterwards; returns that stage if a slot was reserved for it.
+  InputStage<Out>* send(Envelope<Out>&& item, bool follow = false) {
+    return next_->push(std::move(item), follow) ? next_ : nullptr;
+  }
+
+  /// An item that produced no output: a hole if an ordered stage downstream waits for its seq,
+  /// otherwise its credits are released here.
+  void hole(Runtime& runtime, bool forward, std::uint64_t seq, std::uint64_t index, std::uint32_t credits) {
+    if (forward)
+      next_->push(Envelope<Out>{std::nullopt, seq, index, credits});
+    else
+      runtime.release_credits(credits);
+  }
+
+ private:
+  InputStage<Out>* next_ = nullptr;
+};
+
+// ---- source ------------------------------------------------------------------------------------
+
+template <class Out, class F>
+class SourceStage final : public StageBase {
+ public:
+  SourceStage(Runtime& runtime, std::string name, F body)
+      : StageBase(runtime, std::move(name), StageKind::source, StageOptions{}), body_(std::move(body)) {}
+
+  InputStage<Out>*& next_link() noexcept { return out_.link(); }
+  std::uint64_t produced() const noexcept { return count_.load(); }
+  bool stopped_early() const noexcept { return stopped_early_.load(); }
+
+ protected:
+  std::size_t claimable_locked() override {
+    if (closed_) return 0;
+    if (runtime_.cancelled() || runtime_.stop_requested()) return 1;  // a task will close it
+    return room_or_park_locked() && runtime_.credit_available_or_park() ? 1 : 0;
+  }
+
+  std::size_t queued_locked() const override { return 0; }
+
+  // Produces items while nothing downstream is free to take one at once; as soon as the next
+  // stage reserves a slot for this thread, the source's slot goes to a continuation task and this
+  // thread carries the item on, while another may already produce the next one.
+  void run_task() override {
+    {
+      Locked lock(*this);
+      --starting_;
+    }
+    for (;;) {
+      bool close = false;
+      {
+        Locked lock(*this);
+        if (closed_ || claimable_locked() == 0) {
+          --active_;
+          return;
+        }
+        if (runtime_.cancelled() || runtime_.stop_requested()) {
+          stopped_early_ = true;
+          close = true;
+        } else {
+          runtime_.take_credit();
+        }
+      }
+      InputStage<Out>* follow = nullptr;
+      if (!close) close = !produce_one(follow);
+      if (close) {
+        bool done = false;
+        {
+          Locked lock(*this);
+          --active_;
+          closed_ = true;
+          input_closed_ = true;
+          done = finish_ready_locked();
+        }
+        if (done) finish();
+        return;
+      }
+      if (follow) {
+        int tasks = 0;
+        {
+          Locked lock(*this);
+          --active_;
+          tasks = plan_spawns_locked();
+        }
+        spawn(tasks);
+        follow->run_task();
+        return;
+      }
+    }
+  }
+
+  void on_finish() override { out_.next()->close_input(); }
+
+ private:
+  /// Calls the body once (holding a credit). False at the end of the stream or on failure.
+  bool produce_one(InputStage<Out>*& follow) {
+    const std::uint64_t index = count_.load(std::memory_order_relaxed);
+    const std::int64_t begin = ticks();
+    std::optional<Out> value;
+    try {
+      value = std::invoke(body_);
+    } catch (...) {
+      runtime_.release_credits(1);
+      runtime_.fail(StageError(name_, index, std::current_exception()));
+      return false;
+    }
+    const std::int64_t end = ticks();
+    busy_ticks_.fetch_add(end - begin, std::memory_order_relaxed);
+    if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
+    if (!value) {
+      runtime_.release_credits(1);
+      return false;
+    }
+    count_.store(index + 1, std::memory_order_relaxed);
+    items_out_.fetch_add(1, std::memory_order_relaxed);
+    follow = out_.send(Envelope<Out>{std::move(value), index, index, 1}, true);
+    return true;
+  }
+
+  F body_;
+  Outlet<Out> out_;
+  bool closed_ = false;  // guarded by mutex_
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<bool> stopped_early_{false};
+};
+
+// ---- map, filter, emit, sink -------------------------------------------------------------------
+
+template <class In, class Out, class F, StageKind Kind>
+class Stage final : public InputStage<In> {
+  using Base = InputStage<In>;
+  static constexpr bool is_sink = Kind == StageKind::sink;
+  static constexpr bool is_emit = Kind == StageKind::emit;
+
+ public:
+  Stage(Runtime& runtime, std::string name, F body, StageOptions options)
+      : Base(runtime, std::move(name), Kind, options), body_(std::move(body)) {}
+
+  InputStage<Out>*& next_link() noexcept { return out_.link(); }
+
+ protected:
+  // Claims and processes items of this stage until one of its outputs reserves a slot in the
+  // next stage; then gives this stage's slot back (starting a continuation task if more is
+  // queued) and follows the output into the next stage on this thread, depth first.
+  void run_task() override {
+    Envelope<In> item;
+    std::vector<Envelope<In>> discarded;
+    bool done = false;
+    bool claimed = false;
+    {
+      typename Base::Locked lock(*this);
+      --this->starting_;
+      claimed = claim_or_leave_locked(item, discarded, done);
+    }
+    for (;;) {
+      this->discard(discarded);
+      if (!claimed) {
+        if (done) this->finish();
+        return;
+      }
+      this->notify_upstream();
+      InputStage<Out>* follow = process(std::move(item));
+      int tasks = 0;
+      {
+        typename Base::Locked lock(*this);
+        if (follow) {
+          --this->active_;
+          tasks = this->plan_spawns_locked();
+          done = tasks == 0 && this->finish_ready_locked();
+        } else {
+          claimed = claim_or_leave_locked(item, discarded, done);
+        }
+      }
+      if (follow) {
+        this->spawn(tasks);
+        if (done) this->finish();
+        follow->run_task();
+        return;
+      }
+    }
+  }
+
+  void pass_hole(Envelope<In>&& hole) override {
+    if constexpr (is_sink) {
+      this->runtime_.release_credits(hole.credits);
+    } else if constexpr (is_emit) {
+      if (ordered_output()) {
+        complete_group(hole.seq, {});
+      }
+      this->runtime_.release_credits(hole.credits);
+    } else {
+      out_.hole(this->runtime_, this->wiring_.forward_holes, hole.seq, hole.index, hole.credits);
+    }
+  }
+
+  void on_finish() override {
+    if constexpr (is_emit) {
+      if (this->runtime_.cancelled()) {
+        std::lock_guard lock(gate_mutex_);
+        std::uint32_t credits = 0;
+        out_gate_.drain([&](std::vector<Envelope<Out>>& group) {
+          for (auto& e : group) credits += e.credits;
+        });
+        this->runtime_.release_credits(credits);
+      } else if constexpr (Flushable<F, Out>) {
+        CallTarget target(*this, no_index, 0, nullptr, /*may_follow=*/false);
+        Emitter<Out> emitter(target);
+        try {
+          body_.flush(emitter);
+        } catch (...) {
+          fail_or_skip(no_index, std::current_exception());
+        }
+      }
+    }
+    if constexpr (!is_sink) out_.next()->close_input();
+  }
+
+ private:
+  bool ordered_output() const noexcept { return this->options_.ordered && this->parallel(); }
+
+  /// Claims the next item for this task, or gives the task's slot back (and reports whether the
+  /// stage is now done). Called locked.
+  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done) {
+    if (this->active_ <= this->limit_ && this->claim_locked(item, discarded)) return true;
+    --this->active_;
+    done = this->finish_ready_locked();
+    return false;
+  }
+
+  /// Runs the body on one item and hands on what it produced; returns the next stage if a slot
+  /// there was reserved for this thread.
+  InputStage<Out>* process(Envelope<In>&& item) {
+    const std::int64_t begin = ticks();
+    std::exception_ptr error;
+    if constexpr (Kind == StageKind::map || Kind == StageKind::filter) {
+      std::optional<Out> result;
+      try {
+        if constexpr (Kind == StageKind::map)
+          result.emplace(std::invoke(body_, std::move(*item.value)));
+        else
+          result = std::invoke(body_, std::move(*item.value));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      account(item.index, begin);
+      if (result) {
+        this->items_out_.fetch_add(1, std::memory_order_relaxed);
+        return out_.send(Envelope<Out>{std::move(result), item.seq, item.index, item.credits}, true);
+      }
+      if (error)
+        fail_or_skip(item.index, error);
+      else
+        this->dropped_.fetch_add(1, std::memory_order_relaxed);
+      out_.hole(this->runtime_, this->wiring_.forward_holes, item.seq, item.index, item.credits);
+      return nullptr;
+    } else if constexpr (is_emit) {
+      std::vector<Envelope<Out>> group;
+      CallTarget target(*this, item.index, item.credits, ordered_output() ? &group : nullptr, true);
+      {
+        Emitter<Out> emitter(target);
+        try {
+          std::invoke(body_, std::move(*item.value), emitter);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      account(item.index, begin);
+      if (error) fail_or_skip(item.index, error);
+      if (!target.credit_given()) {
+        if (!error) this->dropped_.fetch_add(1, std::memory_order_relaxed);
+        this->runtime_.release_credits(item.credits);
+      }
+      if (ordered_output()) complete_group(item.seq, std::move(group));
+      return target.follow();
+    } else {  // sink
+      try {
+        std::invoke(body_, std::move(*item.value));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      account(item.index, begin);
+      if (error)
+        fail_or_skip(item.index, error);
+      else
+        this->items_out_.fetch_add(1, std::memory_order_relaxed);
+      item.value.reset();  // destroy the item before its credit returns
+      this->runtime_.release_credits(item.credits);
+      return nullptr;
+    }
+  }
+
+  void account(std::uint64_t index, std::int64_t begin) {
+    const std::int64_t end = ticks();
+    this->busy_ticks_.fetch_add(end - begin, std::memory_order_relaxed);
+    if (this->runtime_.tracing()) this->runtime_.record_span(this->wiring_.id, index, begin, end);
+  }
+
+  void fail_or_skip(std::uint64_t index, std::exception_ptr error) {
+    if (this->options_.on_error == OnError::skip) {
+      this->skipped_.fetch_add(1, std::memory_order_relaxed);
+      this->runtime_.record_skip(this->name_, index, describe(error));
+    } else {
+      this->runtime_.fail(StageError(this->name_, index, std::move(error)));
+    }
+  }
+
+  // ---- emit plumbing ----
+  /// Receives one call's emissions: the first output carries the input's credits; outputs are
+  /// numbered afresh on this stage's output edge. With ordered parallel output they are held in
+  /// `group` and numbered when the group's turn comes.
+  class CallTarget final : public EmitTarget<Out> {
+   public:
+    CallTarget(Stage& stage, std::uint64_t index, std::uint32_t credits, std::vector<Envelope<Out>>* group,
+               bool may_follow)
+        : stage_(stage), index_(index), credits_(credits), group_(group), may_follow_(may_follow) {}
+    void emit(Out value) override {
+      const std::uint32_t credits = given_ ? 0 : credits_;
+      given_ = true;
+      if (group_) {
+        group_->push_back(Envelope<Out>{std::move(value), 0, index_, credits});
+      } else {
+        stage_.items_out_.fetch_add(1, std::memory_order_relaxed);
+        InputStage<Out>* next =
+            stage_.out_.send(Envelope<Out>{std::move(value), stage_.out_seq_.fetch_add(1), index_, credits},
+                            may_follow_ && !follow_);
+        if (next) follow_ = next;
+      }
+    }
+    bool credit_given() const noexcept { return given_; }
+    /// The next stage, if a slot there was reserved for this thread by one of the emissions.
+    InputStage<Out>* follow() const noexcept { return follow_; }
+
+   private:
+    Stage& stage_;
+    std::uint64_t index_;
+    std::uint32_t credits_;
+    std::vector<Envelope<Out>>* group_;
+    bool may_follow_;
+    bool given_ = false;
+    InputStage<Out>* follow_ = nullptr;
+  };
+
+  /// Ordered parallel emit: releases completed groups in input order, numbering their outputs.
+  void complete_group(std::uint64_t seq, std::vector<Envelope<Out>>&& group) {
+    std::lock_guard lock(gate_mutex_);
+    out_gate_.put(seq, std::move(group));
+    while (auto ready = out_gate_.pop()) {
+      for (auto& e : *ready) {
+        e.seq = out_seq_.fetch_add(1);
+        this->items_out_.fetch_add(1, std::memory_order_relaxed);
+        out_.send(std::move(e));  // under gate_mutex_, so the next stage receives them in order
+      }
+    }
+  }
+
+  F body_;
+  [[no_unique_address]] std::conditional_t<is_sink, Nothing, Outlet<Out>> out_;
+  std::atomic<std::uint64_t> out_seq_{0};
+  std::mutex gate_mutex_;
+  Reorder<std::vector<Envelope<Out>>> out_gate_;
+};
+
+}  // namespace stoke::graph::detail

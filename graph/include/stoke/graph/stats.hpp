@@ -1,0 +1,57 @@
+// Per-stage statistics and the report of a run.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace stoke::graph {
+
+enum class StageKind { source, map, filter, emit, sink };
+const char* to_string(StageKind kind) noexcept;
+
+/// A snapshot of one stage. Times are wall-clock, summed over the stage's lifetime so far.
+struct StageStats {
+  std::string name;
+  StageKind kind = StageKind::map;
+  std::uint64_t items_in = 0;   ///< items accepted into the input buffer (sources: 0)
+  std::uint64_t items_out = 0;  ///< items handed downstream (sinks: items consumed)
+  std::uint64_t dropped = 0;    ///< filter returned nullopt / emit emitted nothing
+  std::uint64_t skipped = 0;    ///< body threw under OnError::skip
+  std::chrono::nanoseconds busy{0};     ///< time inside the body, summed over concurrent calls
+  std::chrono::nanoseconds starved{0};  ///< idle with an empty input buffer, waiting for input
+  std::chrono::nanoseconds blocked{0};  ///< idle with input, waiting for room downstream (or, for
+                                        ///< a source, for an in-flight credit)
+  int concurrency = 1;                  ///< current limit on concurrent calls
+  int min_concurrency = 1;
+  int max_concurrency = 1;
+  int active = 0;              ///< calls running now
+  std::size_t queued = 0;      ///< items waiting in the input buffer, reorder buffer included
+  std::size_t peak_queued = 0;
+  std::size_t capacity = 0;    ///< input buffer bound
+};
+
+struct SkippedItem {
+  std::string stage;
+  std::uint64_t index = 0;
+  std::string reason;
+};
+
+struct RunReport {
+  std::vector<StageStats> stages;
+  std::uint64_t produced = 0;  ///< items the source produced
+  std::uint64_t consumed = 0;  ///< items the sink consumed
+  std::uint64_t skipped = 0;   ///< all stages' skipped items
+  std::vector<SkippedItem> skipped_items;  ///< the first PipelineOptions::max_listed_skips
+  bool stopped = false;    ///< ended early by stop() or a signal, after draining
+  bool cancelled = false;  ///< ended early by cancel() or a second signal, items discarded
+  std::chrono::nanoseconds elapsed{0};
+};
+
+/// A human-readable table of the stages (one line each).
+void print(std::ostream& out, const RunReport& report);
+
+}  // namespace stoke::graph

@@ -1,0 +1,103 @@
+#include "stoke/graph/detail/runtime.hpp"
+
+#include <utility>
+
+#include "runtime_impl.hpp"
+#include "stoke/graph/detail/clock.hpp"
+#include "stoke/graph/detail/stage_base.hpp"
+
+namespace stoke::graph::detail {
+
+Runtime::Runtime(PipelineOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>()), max_in_flight_(options_.max_in_flight) {
+  if (options_.max_in_flight == 0) options_.max_in_flight = 1, max_in_flight_ = 1;
+  if (options_.threads > 0) {
+    // oneTBB caps its workers at the core count unless told otherwise; a pipeline that asks for
+    // more threads (e.g. stages that wait on I/O) gets them for its lifetime.
+    if (static_cast<std::size_t>(options_.threads) >
+        tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism))
+      impl_->parallelism.emplace(tbb::global_control::max_allowed_parallelism,
+                                 static_cast<std::size_t>(options_.threads));
+    impl_->arena = std::make_unique<tbb::task_arena>(options_.threads);
+  } else {
+    impl_->arena = std::make_unique<tbb::task_arena>();
+  }
+  // The graph attaches to the arena it is created in, so its tasks run there.
+  impl_->arena->execute([this] { impl_->graph = std::make_unique<tbb::flow::graph>(); });
+}
+
+Runtime::~Runtime() {
+  impl_->arena->execute([this] { impl_->graph.reset(); });
+}
+
+bool Runtime::credit_available_or_park() noexcept {
+  if (in_flight_.load() < max_in_flight_.load()) return true;
+  source_waiting_.store(true);
+  if (in_flight_.load() < max_in_flight_.load()) {
+    source_waiting_.store(false);
+    return true;
+  }
+  return false;
+}
+
+void Runtime::release_credits(std::uint32_t n) noexcept {
+  if (n == 0) return;
+  in_flight_.fetch_sub(n);
+  if (source_waiting_.load() && source_waiting_.exchange(false)) source_->wake();
+}
+
+void Runtime::set_max_in_flight(std::size_t limit) noexcept {
+  max_in_flight_.store(limit == 0 ? 1 : limit);
+  if (source_waiting_.load() && source_waiting_.exchange(false) && source_) source_->wake();
+}
+
+void Runtime::fail(StageError error) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->failure) impl_->failure = std::make_exception_ptr(std::move(error));
+  }
+  cancel();
+}
+
+void Runtime::record_skip(std::string_view stage, std::uint64_t index, std::string reason) {
+  skipped_.fetch_add(1);
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->skips.size() < options_.max_listed_skips)
+    impl_->skips.push_back(SkippedItem{std::string(stage), index, std::move(reason)});
+}
+
+bool Runtime::failed() const noexcept {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->failure != nullptr;
+}
+
+void Runtime::rethrow_failure() const {
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(impl_->mutex);
+    failure = impl_->failure;
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+std::vector<SkippedItem> Runtime::skipped_items() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->skips;
+}
+
+void Runtime::begin() noexcept {
+  signal_base_ = signal_count.load();
+  started_ticks_ = ticks();
+  nanoseconds_per_tick();  // calibrate before the run, not during it
+}
+
+void Runtime::execute_and_wait(const std::function<void()>& body) {
+  impl_->arena->execute([&] {
+    body();
+    impl_->graph->wait_for_all();
+  });
+}
+
+void* Runtime::flow_graph() noexcept { return impl_->graph.get(); }
+
+}  // namespace stoke::graph::detail

@@ -1,0 +1,42 @@
+// Runtime::Impl: the oneTBB objects and the shared records behind a Runtime (private header).
+#pragma once
+
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "stoke/graph/detail/runtime.hpp"
+
+namespace stoke::graph::detail {
+
+struct Span {
+  int stage;
+  int thread;
+  std::uint64_t index;
+  std::int64_t begin;  // ticks
+  std::int64_t end;
+};
+
+struct Runtime::Impl {
+  std::optional<tbb::global_control> parallelism;  // raises oneTBB's thread limit if asked to
+  std::unique_ptr<tbb::task_arena> arena;
+  std::unique_ptr<tbb::flow::graph> graph;
+
+  mutable std::mutex mutex;  // guards failure and skips
+  std::exception_ptr failure;
+  std::vector<SkippedItem> skips;
+
+  std::atomic<std::size_t> spans_recorded{0};
+  tbb::enumerable_thread_specific<std::vector<Span>> spans;
+};
+
+}  // namespace stoke::graph::detail

@@ -1,0 +1,179 @@
+#include "stoke/graph/detail/stage_base.hpp"
+
+#include <oneapi/tbb/flow_graph.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace stoke::graph::detail {
+
+// A function_node with unlimited concurrency is the stage's way of starting tasks on the graph;
+// the stage itself decides how many run (limit_), so the node never queues or rejects.
+struct StageBase::Node {
+  tbb::flow::function_node<int> node;
+  Node(tbb::flow::graph& graph, StageBase& stage)
+      : node(graph, tbb::flow::unlimited, [&stage](int) {
+          stage.run_task();
+          return tbb::flow::continue_msg{};
+        }) {}
+};
+
+namespace {
+std::size_t default_capacity(const StageOptions& options) {
+  return options.capacity ? options.capacity : 2 * static_cast<std::size_t>(std::max(options.concurrency.max, 1)) + 2;
+}
+
+StageOptions checked(std::string_view name, StageOptions options) {
+  auto& c = options.concurrency;
+  if (c.min < 1 || c.max < c.min || c.initial < c.min || c.initial > c.max)
+    throw std::invalid_argument("stage '" + std::string(name) + "': concurrency needs 1 <= min <= initial <= max (got min " +
+                                std::to_string(c.min) + ", initial " + std::to_string(c.initial) + ", max " +
+                                std::to_string(c.max) + ")");
+  return options;
+}
+}  // namespace
+
+StageBase::StageBase(Runtime& runtime, std::string name, StageKind kind, StageOptions options)
+    : runtime_(runtime),
+      name_(std::move(name)),
+      kind_(kind),
+      options_(checked(name_, options)),
+      limit_(options_.concurrency.initial),
+      capacity_(default_capacity(options_)) {}
+
+StageBase::~StageBase() = default;
+
+void StageBase::wire(const Wiring& wiring) { wiring_ = wiring; }
+
+void StageBase::start(Runtime& runtime) {
+  node_ = std::make_unique<Node>(*static_cast<tbb::flow::graph*>(runtime.flow_graph()), *this);
+  std::lock_guard lock(mutex_);
+  running_ = true;
+  since_ = runtime.started_ticks();
+  state_ = state_locked();
+}
+
+StageBase::Locked::Locked(const StageBase& stage) : stage_(stage), lock_(stage.mutex_) {}
+
+StageBase::Locked::~Locked() { stage_.transition_locked(); }
+
+void StageBase::transition_locked() const {
+  const State next = state_locked();
+  if (next == state_) return;
+  const std::int64_t now = ticks();
+  if (state_ == State::starved) starved_ticks_ += now - since_;
+  if (state_ == State::blocked) blocked_ticks_ += now - since_;
+  since_ = now;
+  state_ = next;
+}
+
+StageBase::State StageBase::state_locked() const {
+  if (!running_ || finished_ || finishing_) return State::idle;
+  if (active_ > 0) return State::running;
+  if (kind_ == StageKind::source) return State::blocked;
+  if (ready_.load(std::memory_order_relaxed) > 0) return State::blocked;
+  return input_closed_ ? State::idle : State::starved;
+}
+
+int StageBase::plan_spawns_locked() {
+  if (!running_ || finishing_) return 0;
+  const std::size_t claimable = claimable_locked();
+  if (claimable <= static_cast<std::size_t>(starting_) || active_ >= limit_) return 0;
+  const int tasks = static_cast<int>(std::min<std::size_t>(claimable - static_cast<std::size_t>(starting_),
+                                                           static_cast<std::size_t>(limit_ - active_)));
+  active_ += tasks;
+  starting_ += tasks;
+  return tasks;
+}
+
+void StageBase::spawn(int tasks) {
+  for (int i = 0; i < tasks; ++i) node_->node.try_put(wiring_.id);
+}
+
+void StageBase::wake() {
+  int tasks = 0;
+  {
+    Locked lock(*this);
+    blocked_.store(false);
+    tasks = plan_spawns_locked();
+  }
+  spawn(tasks);
+}
+
+bool StageBase::room_or_park_locked() {
+  StageBase* down = wiring_.downstream;
+  if (down == nullptr || down->has_room()) return true;
+  blocked_.store(true);
+  if (down->has_room()) {
+    blocked_.store(false);
+    return true;
+  }
+  return false;
+}
+
+void StageBase::notify_upstream() noexcept {
+  StageBase* up = wiring_.upstream;
+  if (up && up->blocked_.load() && up->blocked_.exchange(false)) up->wake();
+}
+
+bool StageBase::finish_ready_locked() {
+  if (finishing_ || !input_closed_ || active_ != 0 || queued_locked() != 0) return false;
+  finishing_ = true;
+  return true;
+}
+
+void StageBase::finish() {
+  on_finish();
+  Locked lock(*this);
+  finished_ = true;
+}
+
+bool StageBase::finished() const {
+  std::lock_guard lock(mutex_);
+  return finished_;
+}
+
+void StageBase::note_queue_locked() noexcept { peak_queued_ = std::max(peak_queued_, queued_locked()); }
+
+void StageBase::set_concurrency(int concurrency) {
+  int tasks = 0;
+  {
+    Locked lock(*this);
+    limit_ = std::clamp(concurrency, options_.concurrency.min, options_.concurrency.max);
+    tasks = plan_spawns_locked();
+  }
+  spawn(tasks);
+}
+
+void StageBase::set_capacity(std::size_t capacity) {
+  capacity_.store(std::max<std::size_t>(capacity, 1));
+  notify_upstream();
+}
+
+StageStats StageBase::stats() const {
+  StageStats s;
+  s.name = name_;
+  s.kind = kind_;
+  {
+    Locked lock(*this);
+    s.concurrency = limit_;
+    s.active = active_;
+    s.queued = queued_locked();
+    s.peak_queued = peak_queued_;
+    const std::int64_t current = running_ ? ticks() - since_ : 0;  // the open interval
+    s.starved = std::chrono::nanoseconds(ticks_to_ns(starved_ticks_ + (state_ == State::starved ? current : 0)));
+    s.blocked = std::chrono::nanoseconds(ticks_to_ns(blocked_ticks_ + (state_ == State::blocked ? current : 0)));
+  }
+  s.min_concurrency = options_.concurrency.min;
+  s.max_concurrency = options_.concurrency.max;
+  s.capacity = kind_ == StageKind::source ? 0 : capacity_.load();
+  s.items_in = items_in_.load();
+  s.items_out = items_out_.load();
+  s.dropped = dropped_.load();
+  s.skipped = skipped_.load();
+  s.busy = std::chrono::nanoseconds(ticks_to_ns(busy_ticks_.load()));
+  return s;
+}
+
+}  // namespace stoke::graph::detail

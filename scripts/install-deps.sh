@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Installs the Debian packages stoke builds against. Idempotent: prints nothing and touches
+# nothing when they are all present. Set STOKE_SKIP_DEPS=1 to skip (dependencies installed some
+# other way).
+set -euo pipefail
+
+packages=(
+  build-essential
+  cmake
+  pkg-config
+  git
+  libtbb-dev
+  libgtest-dev
+  libgmock-dev
+  libboost-program-options-dev
+  libopencv-core-dev
+  libopencv-imgproc-dev
+  libturbojpeg0-dev
+)
+
+if [[ "${STOKE_SKIP_DEPS:-0}" == 1 ]]; then
+  exit 0
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-deps: not a Debian/Ubuntu system; install the equivalents of: ${packages[*]}" \
+    "(then run with STOKE_SKIP_DEPS=1)" >&2
+  exit 1
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "${package}" 2>/dev/null || true)"
+  if [[ "${status}" != "install ok installed" ]]; then
+    missing+=("${package}")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=()
+if [[ "$(id -u)" != 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: missing ${missing[*]}, and not root with no sudo to install them" >&2
+    exit 1
+  fi
+  sudo=(sudo)
+fi
+
+echo "install-deps: installing ${missing[*]}"
+log="$(mktemp -t stoke-install-deps.XXXXXX)"
+if ! { "${sudo[@]}" apt-get update -qq &&
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"${log}" 2>&1; then
+  tail -n 40 "${log}" >&2
+  echo "install-deps: apt-get failed (full log: ${log})" >&2
+  exit 1
+fi
+rm -f "${log}"

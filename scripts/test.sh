@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds stoke with the `ci` preset and runs every test. Warnings are errors when the CI
+# environment variable is set. Works from any directory.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+scripts/install-deps.sh
+
+werror=OFF
+if [[ -n "${CI:-}" ]]; then
+  werror=ON
+fi
+
+cmake --preset ci -DSTOKE_WARNINGS_AS_ERRORS="${werror}"
+cmake --build --preset ci -j2
+ctest --preset ci -j2

@@ -1,0 +1,208 @@
+// Concurrency: serial stages run one call at a time, parallel stages up to their limit, and the
+// limit can be changed while the pipeline runs.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "stoke/graph/graph.hpp"
+#include "test_support.hpp"
+
+namespace stoke::graph::test {
+namespace {
+
+/// source (endless, until stopped) -> "work" (probed, sleeps 1 ms per call) -> sink.
+struct ProbedPipeline {
+  ConcurrencyProbe probe;
+  Pipeline pipe{{.threads = 8}};
+
+  explicit ProbedPipeline(Concurrency concurrency) {
+    pipe.source("source", [next = 0]() mutable -> std::optional<int> { return next++; })
+        .map(
+            "work",
+            [this](int x) {
+              ConcurrencyProbe::Scope scope(probe);
+              sleep_us(1000);
+              return x;
+            },
+            {.concurrency = concurrency})
+        .sink("sink", [](int) {});
+  }
+
+  int stage_limit() const { return stage_named(pipe.stats(), "work").concurrency; }
+};
+
+template <class Control>
+RunReport run_with_controller(Pipeline& pipe, Control control) {
+  std::atomic<bool> finished{false};
+  std::thread controller([&] { control(finished); });
+  RunReport report;
+  try {
+    report = pipe.run();
+  } catch (...) {
+    finished = true;
+    controller.join();
+    throw;
+  }
+  finished = true;
+  controller.join();
+  return report;
+}
+
+TEST(PipelineConcurrencyTest, RaisingConcurrencyWhileRunningLetsCallsRiseToTheNewLimit) {
+  ProbedPipeline p(parallel(1, 6, 1));
+  bool ran_at_first_limit = false;
+  int peak_at_first_limit = 0;
+  int limit_after = 0;
+  bool reached = false;
+  const RunReport report = run_with_controller(p.pipe, [&](const std::atomic<bool>& finished) {
+    ran_at_first_limit = wait_until([&] { return p.probe.calls() >= 20 || finished.load(); });
+    peak_at_first_limit = p.probe.peak();
+    p.probe.start_watch();
+    p.pipe.set_concurrency("work", 4);
+    limit_after = p.stage_limit();
+    reached = wait_until([&] { return p.probe.watched_peak() >= 4 || finished.load(); });
+    const std::uint64_t calls = p.probe.watched_calls();
+    wait_until([&] { return p.probe.watched_calls() >= calls + 100 || finished.load(); });
+    p.pipe.stop();
+  });
+  EXPECT_TRUE(ran_at_first_limit);
+  EXPECT_EQ(peak_at_first_limit, 1) << "initial concurrency 1 must run one call at a time";
+  EXPECT_EQ(limit_after, 4);
+  EXPECT_TRUE(reached) << "concurrent calls never rose to the new limit";
+  EXPECT_EQ(p.probe.watched_peak(), 4);
+  EXPECT_TRUE(report.stopped);
+}
+
+TEST(PipelineConcurrencyTest, LoweringConcurrencyWhileRunningCapsCallsAtNewLimitOnceActiveHasFallen) {
+  ProbedPipeline p(parallel(1, 6, 6));
+  bool reached_initial = false;
+  int limit_after = 0;
+  bool fell = false;
+  bool ran_after = false;
+  const RunReport report = run_with_controller(p.pipe, [&](const std::atomic<bool>& finished) {
+    reached_initial = wait_until([&] { return p.probe.peak() >= 6 || finished.load(); });
+    p.pipe.set_concurrency("work", 2);
+    limit_after = p.stage_limit();
+    // Calls already running finish; once the stage reports no more than 2 running calls, no
+    // call may start that takes it above 2 again.
+    fell = wait_until([&] { return stage_named(p.pipe.stats(), "work").active <= 2 || finished.load(); });
+    p.probe.start_watch();
+    ran_after = wait_until([&] { return p.probe.watched_calls() >= 100 || finished.load(); });
+    p.pipe.stop();
+  });
+  EXPECT_TRUE(reached_initial) << "initial concurrency 6 was never reached";
+  EXPECT_EQ(p.probe.peak(), 6);
+  EXPECT_EQ(limit_after, 2);
+  EXPECT_TRUE(fell) << "running calls never fell to the new limit";
+  EXPECT_TRUE(ran_after);
+  EXPECT_LE(p.probe.watched_peak(), 2);
+  EXPECT_EQ(p.probe.watched_peak(), 2) << "the stage should keep running 2 calls at once";
+  EXPECT_TRUE(report.stopped);
+}
+
+TEST(PipelineConcurrencyTest, ParallelStageRunsUpToItsMaxConcurrencyAndNoMore) {
+  ConcurrencyProbe probe;
+  Pipeline pipe({.threads = 8});
+  pipe.source("source",
+              [next = 0]() mutable -> std::optional<int> {
+                if (next == 200) return std::nullopt;
+                return next++;
+              })
+      .map(
+          "work",
+          [&](int x) {
+            ConcurrencyProbe::Scope scope(probe);
+            sleep_us(1000);
+            return x;
+          },
+          {.concurrency = parallel(4)})
+      .sink("sink", [](int) {});
+  pipe.run();
+  EXPECT_EQ(probe.calls(), 200u);
+  EXPECT_EQ(probe.peak(), 4);
+}
+
+TEST(PipelineConcurrencyTest, SerialSourceMapAndSinkNeverRunTwoCallsAtOnce) {
+  ConcurrencyProbe source_probe;
+  ConcurrencyProbe serial_probe;
+  ConcurrencyProbe sink_probe;
+  Pipeline pipe({.threads = 8});
+  pipe.source("source",
+              [&, next = 0]() mutable -> std::optional<int> {
+                ConcurrencyProbe::Scope scope(source_probe);
+                if (next == 300) return std::nullopt;
+                sleep_us(20);
+                return next++;
+              })
+      .map(
+          "fan_out",
+          [](int x) {
+            sleep_us(200);
+            return x;
+          },
+          {.concurrency = parallel(4)})
+      .map("serial",
+           [&](int x) {
+             ConcurrencyProbe::Scope scope(serial_probe);
+             sleep_us(50);
+             return x;
+           })
+      .map(
+          "fan_out_again",
+          [](int x) {
+            sleep_us(200);
+            return x;
+          },
+          {.concurrency = parallel(4)})
+      .sink("sink", [&](int) {
+        ConcurrencyProbe::Scope scope(sink_probe);
+        sleep_us(50);
+      });
+  pipe.run();
+  EXPECT_EQ(source_probe.peak(), 1);
+  EXPECT_EQ(serial_probe.peak(), 1);
+  EXPECT_EQ(sink_probe.peak(), 1);
+  EXPECT_EQ(serial_probe.calls(), 300u);
+  EXPECT_EQ(sink_probe.calls(), 300u);
+}
+
+TEST(PipelineConcurrencyTest, SetConcurrencyClampsToTheStageRange) {
+  Pipeline pipe;
+  pipe.source("source", [] { return std::optional<int>(); })
+      .map("work", [](int x) { return x; }, {.concurrency = parallel(2, 5, 3)})
+      .sink("sink", [](int) {});
+  EXPECT_EQ(stage_named(pipe.stats(), "work").concurrency, 3);
+  EXPECT_EQ(stage_named(pipe.stats(), "work").min_concurrency, 2);
+  EXPECT_EQ(stage_named(pipe.stats(), "work").max_concurrency, 5);
+  pipe.set_concurrency("work", 100);
+  EXPECT_EQ(stage_named(pipe.stats(), "work").concurrency, 5);
+  pipe.set_concurrency("work", 0);
+  EXPECT_EQ(stage_named(pipe.stats(), "work").concurrency, 2);
+  pipe.set_concurrency("work", 4);
+  EXPECT_EQ(stage_named(pipe.stats(), "work").concurrency, 4);
+  pipe.set_concurrency("sink", 8);
+  EXPECT_EQ(stage_named(pipe.stats(), "sink").concurrency, 1) << "a serial stage stays serial";
+}
+
+TEST(PipelineConcurrencyTest, SetConcurrencyOnUnknownStageThrowsInvalidArgumentListingStageNames) {
+  Pipeline pipe;
+  pipe.source("alpha", [] { return std::optional<int>(); })
+      .map("beta", [](int x) { return x; }, {.concurrency = parallel(4)})
+      .sink("gamma", [](int) {});
+  try {
+    pipe.set_concurrency("delta", 2);
+    ADD_FAILURE() << "set_concurrency on an unknown stage did not throw";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_TRUE(contains(error.what(), "alpha"));
+    EXPECT_TRUE(contains(error.what(), "beta"));
+    EXPECT_TRUE(contains(error.what(), "gamma"));
+  }
+}
+
+}  // namespace
+}  // namespace stoke::graph::test
