@@ -32,21 +32,19 @@ TEST_P(MaxInFlightTest, LiveItemsNeverExceedMaxInFlightAndReachItWithSlowSink) {
   {
     Pipeline pipe({.max_in_flight = limit, .threads = 8});
     pipe.source("source", tracked_source(live, kItems))
-        .map(
-            "work",
-            [](Tracked t) {
-              sleep_us(20);
-              t.set_value(t.value() + 1);
-              return t;
-            },
-            {.concurrency = parallel(4)})
-        .filter(
-            "drop",
-            [](Tracked t) -> std::optional<Tracked> {
-              if (t.value() % 10 == 0) return std::nullopt;
-              return t;
-            },
-            {.concurrency = parallel(2)})
+        .map("work",
+             [](Tracked t) {
+               sleep_us(20);
+               t.set_value(t.value() + 1);
+               return t;
+             },
+             {.concurrency = parallel(4)})
+        .filter("drop",
+                [](Tracked t) -> std::optional<Tracked> {
+                  if (t.value() % 10 == 0) return std::nullopt;
+                  return t;
+                },
+                {.concurrency = parallel(2)})
         .sink("slow", [&](Tracked t) {
           sleep_us(300);
           consumed += t.owns() ? 1 : 0;
@@ -80,8 +78,7 @@ struct SmallBuffers {
 
   SmallBuffers() {
     pipe.source("source", tracked_source(live, kItems))
-        .map("work", [](Tracked t) { return t; },
-             {.concurrency = parallel(kMapConcurrency), .capacity = kMapCapacity})
+        .map("work", [](Tracked t) { return t; }, {.concurrency = parallel(kMapConcurrency), .capacity = kMapCapacity})
         .sink("slow", [](Tracked) { sleep_us(500); }, {.capacity = kSinkCapacity});
   }
 };

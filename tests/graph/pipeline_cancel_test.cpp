@@ -45,13 +45,12 @@ TEST(PipelineCancelTest, CancelFromAnotherThreadEndsRunWithEndlessSourceAndDestr
   {
     Pipeline pipe({.max_in_flight = 4, .threads = 4});
     pipe.source("source", endless_source(live, produced))
-        .map(
-            "work",
-            [](Tracked t) {
-              sleep_us(100);
-              return t;
-            },
-            {.concurrency = parallel(2)})
+        .map("work",
+             [](Tracked t) {
+               sleep_us(100);
+               return t;
+             },
+             {.concurrency = parallel(2)})
         .sink("sink", [&](Tracked) {
           sleep_us(200);
           ++consumed;
@@ -79,13 +78,12 @@ TEST(PipelineCancelTest, CancelDestroysQueuedItemsWithoutPassingThemToTheSink) {
   {
     Pipeline pipe({.max_in_flight = 64, .threads = 4});
     pipe.source("source", endless_source(live, produced))
-        .sink(
-            "sink",
-            [&](Tracked) {
-              ++sink_calls;
-              gate.wait();
-            },
-            {.capacity = 4});
+        .sink("sink",
+              [&](Tracked) {
+                ++sink_calls;
+                gate.wait();
+              },
+              {.capacity = 4});
     report = run_with_controller(pipe, [&](const std::atomic<bool>& finished) {
       // The first sink call is held at the gate while items pile up in the sink's buffer.
       queue_filled = wait_until([&] { return stage_named(pipe.stats(), "sink").queued >= 4 || finished.load(); });
@@ -109,13 +107,12 @@ TEST(PipelineStopTest, StopFromAnotherThreadDrainsEveryProducedItemToTheSink) {
   {
     Pipeline pipe({.max_in_flight = 16, .threads = 4});
     pipe.source("source", endless_source(live, produced))
-        .map(
-            "work",
-            [](Tracked t) {
-              sleep_us(100);
-              return t;
-            },
-            {.concurrency = parallel(3)})
+        .map("work",
+             [](Tracked t) {
+               sleep_us(100);
+               return t;
+             },
+             {.concurrency = parallel(3)})
         .sink("sink", [&](Tracked) {
           sleep_us(100);
           ++consumed;
@@ -144,13 +141,12 @@ TEST(PipelineStopTest, StopWhileSinkIsHeldStillDeliversQueuedItems) {
   {
     Pipeline pipe({.max_in_flight = 64, .threads = 4});
     pipe.source("source", endless_source(live, produced))
-        .sink(
-            "sink",
-            [&](Tracked) {
-              gate.wait();
-              ++consumed;
-            },
-            {.capacity = 4});
+        .sink("sink",
+              [&](Tracked) {
+                gate.wait();
+                ++consumed;
+              },
+              {.capacity = 4});
     report = run_with_controller(pipe, [&](const std::atomic<bool>& finished) {
       queue_filled = wait_until([&] { return stage_named(pipe.stats(), "sink").queued >= 4 || finished.load(); });
       pipe.stop();
@@ -178,13 +174,12 @@ RunReport run_raising_sigint(int signals, bool stop_on_signal, LiveCounter& live
                 if (source_items != 0 && produced.load() == source_items) return std::nullopt;
                 return Tracked(live, produced++);
               })
-      .map(
-          "work",
-          [](Tracked t) {
-            sleep_us(50);
-            return t;
-          },
-          {.concurrency = parallel(2)})
+      .map("work",
+           [](Tracked t) {
+             sleep_us(50);
+             return t;
+           },
+           {.concurrency = parallel(2)})
       .sink("sink", [&, signals](Tracked t) {
         if (t.value() == 20) {
           for (int i = 0; i < signals; ++i) std::raise(SIGINT);

@@ -22,14 +22,13 @@ struct ProbedPipeline {
 
   explicit ProbedPipeline(Concurrency concurrency) {
     pipe.source("source", [next = 0]() mutable -> std::optional<int> { return next++; })
-        .map(
-            "work",
-            [this](int x) {
-              ConcurrencyProbe::Scope scope(probe);
-              sleep_us(1000);
-              return x;
-            },
-            {.concurrency = concurrency})
+        .map("work",
+             [this](int x) {
+               ConcurrencyProbe::Scope scope(probe);
+               sleep_us(1000);
+               return x;
+             },
+             {.concurrency = concurrency})
         .sink("sink", [](int) {});
   }
 
@@ -113,14 +112,13 @@ TEST(PipelineConcurrencyTest, ParallelStageRunsUpToItsMaxConcurrencyAndNoMore) {
                 if (next == 200) return std::nullopt;
                 return next++;
               })
-      .map(
-          "work",
-          [&](int x) {
-            ConcurrencyProbe::Scope scope(probe);
-            sleep_us(1000);
-            return x;
-          },
-          {.concurrency = parallel(4)})
+      .map("work",
+           [&](int x) {
+             ConcurrencyProbe::Scope scope(probe);
+             sleep_us(1000);
+             return x;
+           },
+           {.concurrency = parallel(4)})
       .sink("sink", [](int) {});
   pipe.run();
   EXPECT_EQ(probe.calls(), 200u);
@@ -139,26 +137,24 @@ TEST(PipelineConcurrencyTest, SerialSourceMapAndSinkNeverRunTwoCallsAtOnce) {
                 sleep_us(20);
                 return next++;
               })
-      .map(
-          "fan_out",
-          [](int x) {
-            sleep_us(200);
-            return x;
-          },
-          {.concurrency = parallel(4)})
+      .map("fan_out",
+           [](int x) {
+             sleep_us(200);
+             return x;
+           },
+           {.concurrency = parallel(4)})
       .map("serial",
            [&](int x) {
              ConcurrencyProbe::Scope scope(serial_probe);
              sleep_us(50);
              return x;
            })
-      .map(
-          "fan_out_again",
-          [](int x) {
-            sleep_us(200);
-            return x;
-          },
-          {.concurrency = parallel(4)})
+      .map("fan_out_again",
+           [](int x) {
+             sleep_us(200);
+             return x;
+           },
+           {.concurrency = parallel(4)})
       .sink("sink", [&](int) {
         ConcurrencyProbe::Scope scope(sink_probe);
         sleep_us(50);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,27 +25,41 @@ enum class Where { source, map, filter, emit, flush, sink };
 
 const char* stage_name(Where where) {
   switch (where) {
-    case Where::source: return "source";
-    case Where::map: return "map";
-    case Where::filter: return "filter";
-    case Where::emit: return "emit";
-    case Where::flush: return "emit";
-    case Where::sink: return "sink";
+    case Where::source:
+      return "source";
+    case Where::map:
+      return "map";
+    case Where::filter:
+      return "filter";
+    case Where::emit:
+      return "emit";
+    case Where::flush:
+      return "emit";
+    case Where::sink:
+      return "sink";
   }
   return "?";
 }
 
 const char* param_name(Where where) {
   switch (where) {
-    case Where::source: return "source";
-    case Where::map: return "map";
-    case Where::filter: return "filter";
-    case Where::emit: return "emit";
-    case Where::flush: return "flush";
-    case Where::sink: return "sink";
+    case Where::source:
+      return "source";
+    case Where::map:
+      return "map";
+    case Where::filter:
+      return "filter";
+    case Where::emit:
+      return "emit";
+    case Where::flush:
+      return "flush";
+    case Where::sink:
+      return "sink";
   }
   return "unknown";
 }
+
+void PrintTo(Where where, std::ostream* out) { *out << param_name(where); }
 
 std::string failure_message(Where where) { return std::string("injected failure in ") + param_name(where); }
 
@@ -78,30 +93,27 @@ TEST_P(StageFailureTest, ThrowInStageMakesRunThrowStageErrorNamingStageAndItemWi
                   if (fail == Where::source && next == kFailAt) throw InjectedFailure(failure_message(fail));
                   return Tracked(live, next++);
                 })
-        .map(
-            "map",
-            [fail](Tracked t) {
-              sleep_us(20);
-              if (fail == Where::map && t.value() == kFailAt) throw InjectedFailure(failure_message(fail));
-              return t;
-            },
-            {.concurrency = parallel(3), .capacity = 2})
-        .filter(
-            "filter",
-            [fail](Tracked t) -> std::optional<Tracked> {
-              if (fail == Where::filter && t.value() == kFailAt) throw InjectedFailure(failure_message(fail));
-              if (t.value() % 10 == 9) return std::nullopt;
-              return t;
-            },
-            {.concurrency = parallel(2), .capacity = 2})
+        .map("map",
+             [fail](Tracked t) {
+               sleep_us(20);
+               if (fail == Where::map && t.value() == kFailAt) throw InjectedFailure(failure_message(fail));
+               return t;
+             },
+             {.concurrency = parallel(3), .capacity = 2})
+        .filter("filter",
+                [fail](Tracked t) -> std::optional<Tracked> {
+                  if (fail == Where::filter && t.value() == kFailAt) throw InjectedFailure(failure_message(fail));
+                  if (t.value() % 10 == 9) return std::nullopt;
+                  return t;
+                },
+                {.concurrency = parallel(2), .capacity = 2})
         .emit<Tracked>("emit", PassThroughEmit{fail, &live}, {.capacity = 2})
-        .sink(
-            "sink",
-            [fail](Tracked t) {
-              sleep_us(50);
-              if (fail == Where::sink && t.value() == kFailAt) throw InjectedFailure(failure_message(fail));
-            },
-            {.capacity = 2});
+        .sink("sink",
+              [fail](Tracked t) {
+                sleep_us(50);
+                if (fail == Where::sink && t.value() == kFailAt) throw InjectedFailure(failure_message(fail));
+              },
+              {.capacity = 2});
 
     try {
       pipe.run();
@@ -146,16 +158,15 @@ TEST(PipelineErrorTest, FailureUpstreamOfOrderedSinkDestroysItemsHeldForReorderi
                   if (next == kItems) return std::nullopt;
                   return Tracked(live, next++);
                 })
-        .map(
-            "map",
-            [](Tracked t) {
-              if (t.value() == kFailAt) {
-                sleep_us(2000);  // later items overtake it and wait in the sink's reorder buffer
-                throw InjectedFailure("late failure");
-              }
-              return t;
-            },
-            {.concurrency = parallel(4)})
+        .map("map",
+             [](Tracked t) {
+               if (t.value() == kFailAt) {
+                 sleep_us(2000);  // later items overtake it and wait in the sink's reorder buffer
+                 throw InjectedFailure("late failure");
+               }
+               return t;
+             },
+             {.concurrency = parallel(4)})
         .sink("sink", [](Tracked) {}, {.ordered = true});
     try {
       pipe.run();
@@ -179,13 +190,12 @@ TEST(PipelineErrorTest, EveryItemThrowingInParallelMapYieldsOneStageErrorForAVal
                   if (next == kItems) return std::nullopt;
                   return Tracked(live, next++);
                 })
-        .map(
-            "map",
-            [](Tracked t) -> Tracked {
-              sleep_us(10);
-              throw InjectedFailure("always fails on " + std::to_string(t.value()));
-            },
-            {.concurrency = parallel(4)})
+        .map("map",
+             [](Tracked t) -> Tracked {
+               sleep_us(10);
+               throw InjectedFailure("always fails on " + std::to_string(t.value()));
+             },
+             {.concurrency = parallel(4)})
         .sink("sink", [](Tracked) {});
     try {
       pipe.run();
@@ -249,12 +259,17 @@ enum class SkipWhere { map, filter, emit };
 
 const char* skip_name(SkipWhere where) {
   switch (where) {
-    case SkipWhere::map: return "map";
-    case SkipWhere::filter: return "filter";
-    case SkipWhere::emit: return "emit";
+    case SkipWhere::map:
+      return "map";
+    case SkipWhere::filter:
+      return "filter";
+    case SkipWhere::emit:
+      return "emit";
   }
   return "?";
 }
+
+void PrintTo(SkipWhere where, std::ostream* out) { *out << skip_name(where); }
 
 bool is_bad(std::uint64_t value) { return value % 10 == 3; }
 std::string bad_reason(std::uint64_t value) { return "bad item " + std::to_string(value); }
@@ -264,8 +279,7 @@ std::string bad_reason(std::uint64_t value) { return "bad item " + std::to_strin
 RunReport run_with_skips(SkipWhere where, LiveCounter& live, std::vector<std::uint64_t>& consumed,
                          std::size_t max_listed_skips) {
   const auto options_for = [where](SkipWhere stage, Concurrency concurrency) {
-    return StageOptions{.concurrency = concurrency,
-                        .on_error = stage == where ? OnError::skip : OnError::fail};
+    return StageOptions{.concurrency = concurrency, .on_error = stage == where ? OnError::skip : OnError::fail};
   };
   Pipeline pipe({.max_in_flight = 16, .threads = 4, .max_listed_skips = max_listed_skips});
   pipe.source("source",

@@ -42,28 +42,25 @@ TEST_P(PipelineOrderingTest, ParallelOrderedMapsAndFilterDeliverSourceOrderToOrd
   std::vector<std::uint64_t> seen;
   Pipeline pipe(options());
   pipe.source("source", counting_source(kItems))
-      .map(
-          "first",
-          [](std::uint64_t x) {
-            uneven_work(x);
-            return x * 10;
-          },
-          {.concurrency = parallel(4), .ordered = true})
-      .filter(
-          "drop",
-          [](std::uint64_t x) -> std::optional<std::uint64_t> {
-            uneven_work(x / 10 + 1);
-            if ((x / 10) % 5 == 3) return std::nullopt;
-            return x;
-          },
-          {.concurrency = parallel(3), .ordered = true})
-      .map(
-          "second",
-          [](std::uint64_t x) {
-            uneven_work(x / 10 + 2);
-            return x / 10;
-          },
-          {.concurrency = parallel(4), .ordered = true})
+      .map("first",
+           [](std::uint64_t x) {
+             uneven_work(x);
+             return x * 10;
+           },
+           {.concurrency = parallel(4), .ordered = true})
+      .filter("drop",
+              [](std::uint64_t x) -> std::optional<std::uint64_t> {
+                uneven_work(x / 10 + 1);
+                if ((x / 10) % 5 == 3) return std::nullopt;
+                return x;
+              },
+              {.concurrency = parallel(3), .ordered = true})
+      .map("second",
+           [](std::uint64_t x) {
+             uneven_work(x / 10 + 2);
+             return x / 10;
+           },
+           {.concurrency = parallel(4), .ordered = true})
       .sink("collect", [&](std::uint64_t x) { seen.push_back(x); }, {.ordered = true});
 
   const RunReport report = pipe.run();
@@ -81,21 +78,19 @@ TEST_P(PipelineOrderingTest, UnorderedParallelStagesFeedingOrderedSinkDeliverSou
   std::vector<std::uint64_t> seen;
   Pipeline pipe(options());
   pipe.source("source", counting_source(kItems))
-      .map(
-          "work",
-          [](std::uint64_t x) {
-            uneven_work(x);
-            return x;
-          },
-          {.concurrency = parallel(4)})
-      .filter(
-          "drop",
-          [](std::uint64_t x) -> std::optional<std::uint64_t> {
-            uneven_work(x + 1);
-            if (x % 4 == 1) return std::nullopt;
-            return x;
-          },
-          {.concurrency = parallel(4)})
+      .map("work",
+           [](std::uint64_t x) {
+             uneven_work(x);
+             return x;
+           },
+           {.concurrency = parallel(4)})
+      .filter("drop",
+              [](std::uint64_t x) -> std::optional<std::uint64_t> {
+                uneven_work(x + 1);
+                if (x % 4 == 1) return std::nullopt;
+                return x;
+              },
+              {.concurrency = parallel(4)})
       .sink("collect", [&](std::uint64_t x) { seen.push_back(x); }, {.ordered = true});
 
   pipe.run();
@@ -111,21 +106,19 @@ TEST_P(PipelineOrderingTest, SkippedItemsDoNotBreakSourceOrder) {
   std::vector<std::uint64_t> seen;
   Pipeline pipe(options());
   pipe.source("source", counting_source(kItems))
-      .map(
-          "flaky",
-          [](std::uint64_t x) {
-            uneven_work(x);
-            if (x % 11 == 5) throw InjectedFailure("bad item " + std::to_string(x));
-            return x;
-          },
-          {.concurrency = parallel(4), .ordered = true, .on_error = OnError::skip})
-      .filter(
-          "drop",
-          [](std::uint64_t x) -> std::optional<std::uint64_t> {
-            if (x % 5 == 3) return std::nullopt;
-            return x;
-          },
-          {.concurrency = parallel(2), .ordered = true})
+      .map("flaky",
+           [](std::uint64_t x) {
+             uneven_work(x);
+             if (x % 11 == 5) throw InjectedFailure("bad item " + std::to_string(x));
+             return x;
+           },
+           {.concurrency = parallel(4), .ordered = true, .on_error = OnError::skip})
+      .filter("drop",
+              [](std::uint64_t x) -> std::optional<std::uint64_t> {
+                if (x % 5 == 3) return std::nullopt;
+                return x;
+              },
+              {.concurrency = parallel(2), .ordered = true})
       .sink("collect", [&](std::uint64_t x) { seen.push_back(x); }, {.ordered = true});
 
   const RunReport report = pipe.run();
@@ -165,13 +158,12 @@ TEST_P(PipelineOrderingTest, SerialOrderedEmitProcessesInSourceOrderAndBatchesCo
   std::vector<std::vector<std::uint64_t>> batches;
   Pipeline pipe(options());
   pipe.source("source", counting_source(kCount))
-      .map(
-          "work",
-          [](std::uint64_t x) {
-            uneven_work(x);
-            return x;
-          },
-          {.concurrency = parallel(4)})
+      .map("work",
+           [](std::uint64_t x) {
+             uneven_work(x);
+             return x;
+           },
+           {.concurrency = parallel(4)})
       .emit<std::vector<std::uint64_t>>("batch", Batcher{.size = 4, .pending = {}, .inputs_seen = &inputs_seen},
                                         {.ordered = true})
       .sink("collect", [&](std::vector<std::uint64_t> batch) { batches.push_back(std::move(batch)); },
@@ -196,28 +188,25 @@ TEST_P(PipelineOrderingTest, OrderedEmitOneToTwoFollowedByOrderedSinkKeepsSource
   std::vector<std::uint64_t> seen;
   Pipeline pipe(options());
   pipe.source("source", counting_source(kItems))
-      .map(
-          "work",
-          [](std::uint64_t x) {
-            uneven_work(x);
-            return x;
-          },
-          {.concurrency = parallel(4), .ordered = true})
-      .emit<std::uint64_t>(
-          "split",
-          [](std::uint64_t x, Emitter<std::uint64_t>& out) {
-            if (x % 6 == 2) return;  // emits nothing for some inputs
-            out.emit(2 * x);
-            out.emit(2 * x + 1);
-          },
-          {.ordered = true})
-      .map(
-          "after",
-          [](std::uint64_t x) {
-            uneven_work(x);
-            return x;
-          },
-          {.concurrency = parallel(3), .ordered = true})
+      .map("work",
+           [](std::uint64_t x) {
+             uneven_work(x);
+             return x;
+           },
+           {.concurrency = parallel(4), .ordered = true})
+      .emit<std::uint64_t>("split",
+                           [](std::uint64_t x, Emitter<std::uint64_t>& out) {
+                             if (x % 6 == 2) return;  // emits nothing for some inputs
+                             out.emit(2 * x);
+                             out.emit(2 * x + 1);
+                           },
+                           {.ordered = true})
+      .map("after",
+           [](std::uint64_t x) {
+             uneven_work(x);
+             return x;
+           },
+           {.concurrency = parallel(3), .ordered = true})
       .sink("collect", [&](std::uint64_t x) { seen.push_back(x); }, {.ordered = true});
 
   pipe.run();

@@ -32,20 +32,18 @@ auto counting_source(std::uint64_t count) {
 /// (map) -> sink.
 void build_mixed(Pipeline& pipe, std::uint64_t items, int work_us) {
   pipe.source("source", counting_source(items))
-      .map(
-          "scale",
-          [work_us](std::uint64_t x) {
-            if (work_us > 0) sleep_us(work_us);
-            return x;
-          },
-          {.concurrency = parallel(3)})
-      .filter(
-          "drop_quarters",
-          [](std::uint64_t x) -> std::optional<std::uint64_t> {
-            if (x % 4 == 0) return std::nullopt;
-            return x;
-          },
-          {.concurrency = parallel(2)})
+      .map("scale",
+           [work_us](std::uint64_t x) {
+             if (work_us > 0) sleep_us(work_us);
+             return x;
+           },
+           {.concurrency = parallel(3)})
+      .filter("drop_quarters",
+              [](std::uint64_t x) -> std::optional<std::uint64_t> {
+                if (x % 4 == 0) return std::nullopt;
+                return x;
+              },
+              {.concurrency = parallel(2)})
       .emit<std::uint64_t>("repeat",
                            [](std::uint64_t x, Emitter<std::uint64_t>& out) {
                              for (std::uint64_t i = 0; i < x % 3; ++i) out.emit(x);
@@ -72,8 +70,8 @@ TEST(PipelineStatsTest, StatsAfterRunAgreeWithWhatEachStageDid) {
   const std::vector<StageStats> stats = pipe.stats();
   ASSERT_EQ(stats.size(), 6u);
   const std::vector<std::string> names{"source", "scale", "drop_quarters", "repeat", "finish", "sink"};
-  const std::vector<StageKind> kinds{StageKind::source, StageKind::map,  StageKind::filter,
-                                     StageKind::emit,   StageKind::map,  StageKind::sink};
+  const std::vector<StageKind> kinds{StageKind::source, StageKind::map, StageKind::filter,
+                                     StageKind::emit,   StageKind::map, StageKind::sink};
   EXPECT_EQ(pipe.stage_names(), names);
   for (std::size_t i = 0; i < stats.size(); ++i) {
     SCOPED_TRACE(stats[i].name);
@@ -153,8 +151,7 @@ TEST(PipelineStatsTest, StatsCanBeReadFromAnotherThreadWhileRunning) {
           problems.push_back(s.name + ": more items out than in");
         }
         if (!previous.empty() &&
-            (s.items_in < previous[i].items_in || s.items_out < previous[i].items_out ||
-             s.busy < previous[i].busy)) {
+            (s.items_in < previous[i].items_in || s.items_out < previous[i].items_out || s.busy < previous[i].busy)) {
           problems.push_back(s.name + ": a counter went backwards");
         }
       }
@@ -212,14 +209,13 @@ void build_traced(Pipeline& pipe, CallCounts& calls, std::uint64_t items) {
                 if (next == items) return std::nullopt;
                 return next++;
               })
-      .map(
-          "trace_map",
-          [&calls](std::uint64_t x) {
-            ++calls.map;
-            sleep_us(10);
-            return x;
-          },
-          {.concurrency = parallel(2)})
+      .map("trace_map",
+           [&calls](std::uint64_t x) {
+             ++calls.map;
+             sleep_us(10);
+             return x;
+           },
+           {.concurrency = parallel(2)})
       .sink("trace_sink", [&calls](std::uint64_t) { ++calls.sink; });
 }
 

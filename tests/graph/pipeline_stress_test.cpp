@@ -23,28 +23,25 @@ TEST(PipelineStressTest, HundredThousandItemsThroughMapFilterAndEmitAreAllAccoun
                   if (next == kItems) return std::nullopt;
                   return Tracked(live, next++);
                 })
-        .map(
-            "double",
-            [](Tracked t) {
-              t.set_value(t.value() * 2);
-              return t;
-            },
-            {.concurrency = parallel(4)})
-        .filter(
-            "drop_thirds",
-            [](Tracked t) -> std::optional<Tracked> {
-              if ((t.value() / 2) % 3 == 0) return std::nullopt;
-              return t;
-            },
-            {.concurrency = parallel(2)})
-        .emit<Tracked>(
-            "split",
-            [&live](Tracked t, Emitter<Tracked>& out) {
-              const std::uint64_t value = t.value();
-              out.emit(std::move(t));
-              out.emit(Tracked(live, value + 1));
-            },
-            {.concurrency = parallel(4)})
+        .map("double",
+             [](Tracked t) {
+               t.set_value(t.value() * 2);
+               return t;
+             },
+             {.concurrency = parallel(4)})
+        .filter("drop_thirds",
+                [](Tracked t) -> std::optional<Tracked> {
+                  if ((t.value() / 2) % 3 == 0) return std::nullopt;
+                  return t;
+                },
+                {.concurrency = parallel(2)})
+        .emit<Tracked>("split",
+                       [&live](Tracked t, Emitter<Tracked>& out) {
+                         const std::uint64_t value = t.value();
+                         out.emit(std::move(t));
+                         out.emit(Tracked(live, value + 1));
+                       },
+                       {.concurrency = parallel(4)})
         .sink("sum", [&](Tracked t) {
           sum += t.value();
           ++sink_calls;
