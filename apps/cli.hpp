@@ -2,13 +2,12 @@
 // errors, all with the same wording and exit codes (0 success, 1 failure, 2 usage error).
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <iosfwd>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-
-#include <boost/program_options.hpp>
 
 namespace stoke::app {
 

@@ -14,7 +14,8 @@ constexpr std::array commands{
     stoke::app::Subcommand{"bench", "measure the throughput of stoke's parts (stoke bench --help)", stoke::app::bench},
 };
 
-constexpr std::string_view summary = "stoke keeps the GPU stoked: streaming input pipelines for training and inference.";
+constexpr std::string_view summary =
+    "stoke keeps the GPU stoked: streaming input pipelines for training and inference.";
 
 }  // namespace
 

@@ -25,7 +25,11 @@ function(stoke_add_test)
   add_executable(${arg_NAME} ${arg_SOURCES})
   target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main stoke::stoke ${arg_LIBS}
     $<BUILD_INTERFACE:stoke_warnings>)
+  set(properties LABELS "${label}" TIMEOUT 300)
+  if(STOKE_TEST_ENVIRONMENT)  # sanitizer options (top-level CMakeLists.txt)
+    list(APPEND properties ENVIRONMENT "${STOKE_TEST_ENVIRONMENT}")
+  endif()
   gtest_discover_tests(${arg_NAME}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${label}" TIMEOUT 300)
+    PROPERTIES ${properties})
 endfunction()

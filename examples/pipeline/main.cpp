@@ -30,8 +30,8 @@ namespace {
 namespace sg = stoke::graph;
 
 constexpr std::uint64_t default_records = 20000;
-constexpr std::size_t payload_size = 256;  // floats per record
-constexpr std::size_t batch_size = 64;     // records per batch (the last one may be smaller)
+constexpr std::size_t payload_size = 256;    // floats per record
+constexpr std::size_t batch_size = 64;       // records per batch (the last one may be smaller)
 constexpr std::uint64_t invalid_every = 97;  // records whose index is a multiple of this are invalid
 
 struct Record {
@@ -103,8 +103,8 @@ void check(const Batch& batch, Totals& totals) {
                              std::to_string(totals.batches));
   }
   if (batch.records.empty() || batch.records.size() > batch_size) {
-    throw std::runtime_error("batch " + std::to_string(batch.number) + " has " +
-                             std::to_string(batch.records.size()) + " records");
+    throw std::runtime_error("batch " + std::to_string(batch.number) + " has " + std::to_string(batch.records.size()) +
+                             " records");
   }
   for (const Record& record : batch.records) {
     if (totals.any && record.index <= totals.last_index) {
@@ -152,13 +152,12 @@ int main(int argc, char** argv) {
                   return generate(next++);
                 })
         .map("decode", decode, {.concurrency = sg::parallel(workers), .ordered = true})
-        .filter(
-            "validate",
-            [](Record record) -> std::optional<Record> {
-              if (record.index % invalid_every == 0) return std::nullopt;
-              return record;
-            },
-            {.concurrency = sg::parallel(workers)})  // unordered: the batcher restores the order
+        .filter("validate",
+                [](Record record) -> std::optional<Record> {
+                  if (record.index % invalid_every == 0) return std::nullopt;
+                  return record;
+                },
+                {.concurrency = sg::parallel(workers)})  // unordered: the batcher restores the order
         .emit<Batch>("batch", Batcher{}, {.concurrency = sg::serial(), .ordered = true})
         .sink("check", [&totals](Batch batch) { check(batch, totals); }, {.concurrency = sg::serial()});
 
