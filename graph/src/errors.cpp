@@ -23,6 +23,9 @@ std::string message(const std::string& stage, std::uint64_t index, const std::ex
 }  // namespace
 
 StageError::StageError(std::string stage, std::uint64_t index, std::exception_ptr cause)
-    : std::runtime_error(message(stage, index, cause)), stage_(std::move(stage)), index_(index), cause_(std::move(cause)) {}
+    : std::runtime_error(message(stage, index, cause)),
+      stage_(std::move(stage)),
+      index_(index),
+      cause_(std::move(cause)) {}
 
 }  // namespace stoke::graph

@@ -101,7 +101,7 @@ RunReport Pipeline::run() {
   report.skipped = runtime_->skipped();
   report.skipped_items = runtime_->skipped_items();
   report.cancelled = runtime_->cancelled();
-  report.stopped = !report.cancelled && runtime_->stop_requested();
+  report.stopped = !report.cancelled && runtime_->cut_short();
   report.elapsed = elapsed;
   return report;
 }

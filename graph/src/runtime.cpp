@@ -10,7 +10,10 @@ namespace stoke::graph::detail {
 
 Runtime::Runtime(PipelineOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()), max_in_flight_(options_.max_in_flight) {
-  if (options_.max_in_flight == 0) options_.max_in_flight = 1, max_in_flight_ = 1;
+  if (options_.max_in_flight == 0) {
+    options_.max_in_flight = 1;
+    max_in_flight_ = 1;
+  }
   if (options_.threads > 0) {
     // oneTBB caps its workers at the core count unless told otherwise; a pipeline that asks for
     // more threads (e.g. stages that wait on I/O) gets them for its lifetime.
@@ -64,11 +67,6 @@ void Runtime::record_skip(std::string_view stage, std::uint64_t index, std::stri
   std::lock_guard lock(impl_->mutex);
   if (impl_->skips.size() < options_.max_listed_skips)
     impl_->skips.push_back(SkippedItem{std::string(stage), index, std::move(reason)});
-}
-
-bool Runtime::failed() const noexcept {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->failure != nullptr;
 }
 
 void Runtime::rethrow_failure() const {

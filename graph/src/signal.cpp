@@ -21,7 +21,8 @@ extern "C" void on_signal(int) { detail::signal_count.fetch_add(1, std::memory_o
 }  // namespace
 
 SignalStop::SignalStop() {
-  if (installed.exchange(true)) throw std::logic_error("stoke::graph::SignalStop: only one guard may be alive at a time");
+  if (installed.exchange(true))
+    throw std::logic_error("stoke::graph::SignalStop: only one guard may be alive at a time");
   detail::signal_count.store(0);
   struct sigaction action {};
   action.sa_handler = on_signal;

@@ -27,9 +27,9 @@ std::size_t default_capacity(const StageOptions& options) {
 StageOptions checked(std::string_view name, StageOptions options) {
   auto& c = options.concurrency;
   if (c.min < 1 || c.max < c.min || c.initial < c.min || c.initial > c.max)
-    throw std::invalid_argument("stage '" + std::string(name) + "': concurrency needs 1 <= min <= initial <= max (got min " +
-                                std::to_string(c.min) + ", initial " + std::to_string(c.initial) + ", max " +
-                                std::to_string(c.max) + ")");
+    throw std::invalid_argument("stage '" + std::string(name) +
+                                "': concurrency needs 1 <= min <= initial <= max (got min " + std::to_string(c.min) +
+                                ", initial " + std::to_string(c.initial) + ", max " + std::to_string(c.max) + ")");
   return options;
 }
 }  // namespace

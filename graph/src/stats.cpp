@@ -7,11 +7,16 @@ namespace stoke::graph {
 
 const char* to_string(StageKind kind) noexcept {
   switch (kind) {
-    case StageKind::source: return "source";
-    case StageKind::map: return "map";
-    case StageKind::filter: return "filter";
-    case StageKind::emit: return "emit";
-    case StageKind::sink: return "sink";
+    case StageKind::source:
+      return "source";
+    case StageKind::map:
+      return "map";
+    case StageKind::filter:
+      return "filter";
+    case StageKind::emit:
+      return "emit";
+    case StageKind::sink:
+      return "sink";
   }
   return "?";
 }

@@ -51,21 +51,24 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
   const std::string temporary = path + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write trace '" + temporary + "': " + std::generic_category().message(errno));
+    if (!out)
+      throw std::runtime_error("cannot write trace '" + temporary + "': " + std::generic_category().message(errno));
     out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
     out << R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"stoke pipeline"}})";
     std::set<int> threads;
     for (const auto& span : spans) threads.insert(span.thread);
     for (const int thread : threads)
-      out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << thread
-          << ",\"args\":{\"name\":\"worker " << thread << "\"}}";
+      out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << thread << ",\"args\":{\"name\":\"worker "
+          << thread << "\"}}";
     char number[64];
     for (const auto& span : spans) {
       const std::string& name = span.stage >= 0 && static_cast<std::size_t>(span.stage) < stage_names.size()
                                     ? stage_names[static_cast<std::size_t>(span.stage)]
                                     : std::string("?");
-      out << ",\n{\"name\":" << json_string(name) << ",\"cat\":\"stage\",\"ph\":\"X\",\"pid\":1,\"tid\":" << span.thread;
-      std::snprintf(number, sizeof number, ",\"ts\":%.3f,\"dur\":%.3f", static_cast<double>(ticks_to_ns(span.begin - started_ticks_)) / 1e3,
+      out << ",\n{\"name\":" << json_string(name)
+          << ",\"cat\":\"stage\",\"ph\":\"X\",\"pid\":1,\"tid\":" << span.thread;
+      std::snprintf(number, sizeof number, ",\"ts\":%.3f,\"dur\":%.3f",
+                    static_cast<double>(ticks_to_ns(span.begin - started_ticks_)) / 1e3,
                     static_cast<double>(ticks_to_ns(span.end - span.begin)) / 1e3);
       out << number << ",\"args\":{\"index\":";
       if (span.index == no_index)

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,23 +33,20 @@ class Flow {
  public:
   /// Appends a stage calling `body(In) -> Out` once per item.
   template <class F>
-    requires MapBody<F, T>
-  Flow<map_result_t<F, T>> map(std::string name, F body, StageOptions options = {}) &&;
+  requires MapBody<F, T> Flow<map_result_t<F, T>> map(std::string name, F body, StageOptions options = {}) &&;
 
   /// Appends a stage calling `body(In) -> std::optional<Out>`; nullopt drops the item.
   template <class F>
-    requires FilterBody<F, T>
-  Flow<filter_value_t<F, T>> filter(std::string name, F body, StageOptions options = {}) &&;
+  requires FilterBody<F, T> Flow<filter_value_t<F, T>> filter(std::string name, F body, StageOptions options = {}) &&;
 
   /// Appends a stage calling `body(In, Emitter<Out>&)`, which may emit any number of outputs;
   /// `body.flush(Emitter<Out>&)`, if it exists, runs once after the last input.
   template <Item Out, class F>
-    requires EmitBody<F, T, Out>
-  Flow<Out> emit(std::string name, F body, StageOptions options = {}) &&;
+  requires EmitBody<F, T, Out> Flow<Out> emit(std::string name, F body, StageOptions options = {}) &&;
 
   /// Ends the pipeline with a stage calling `body(In)`.
   template <class F>
-    requires SinkBody<F, T>
+  requires SinkBody<F, T>
   void sink(std::string name, F body, StageOptions options = {}) &&;
 
  private:
@@ -56,6 +54,12 @@ class Flow {
   template <Item U>
   friend class Flow;
   Flow(Pipeline& pipeline, detail::InputStage<T>*& tail_link) : pipeline_(&pipeline), link_(&tail_link) {}
+  /// Stages form one chain: an open end continued twice would drop the first continuation.
+  void check_open(const std::string& name) const {
+    if (*link_ != nullptr)
+      throw std::logic_error("stoke::graph: stage '" + name +
+                             "' continues a Flow that was already continued; a pipeline is one chain");
+  }
 
   Pipeline* pipeline_;
   detail::InputStage<T>** link_;  // where the next stage's address goes (the tail's `next`)
@@ -72,8 +76,7 @@ class Pipeline {
 
   /// Starts the pipeline with a source calling `body() -> std::optional<Out>` until nullopt.
   template <class F>
-    requires SourceBody<F> && Item<source_value_t<F>>
-  Flow<source_value_t<F>> source(std::string name, F body);
+  requires SourceBody<F> && Item<source_value_t<F>> Flow<source_value_t<F>> source(std::string name, F body);
 
   /// Runs to the end of the stream (or stop()/cancel()). Returns the report; rethrows the first
   /// OnError::fail failure as StageError once every stage has wound down and every item has been
@@ -124,8 +127,7 @@ class Pipeline {
 // ---- implementation of the builder --------------------------------------------------------
 
 template <class F>
-  requires SourceBody<F> && Item<source_value_t<F>>
-Flow<source_value_t<F>> Pipeline::source(std::string name, F body) {
+requires SourceBody<F> && Item<source_value_t<F>> Flow<source_value_t<F>> Pipeline::source(std::string name, F body) {
   using Out = source_value_t<F>;
   auto& stage = add_stage<detail::SourceStage<Out, F>>(std::move(name), std::move(body));
   return Flow<Out>(*this, stage.next_link());
@@ -133,19 +135,21 @@ Flow<source_value_t<F>> Pipeline::source(std::string name, F body) {
 
 template <Item T>
 template <class F>
-  requires MapBody<F, T>
-Flow<map_result_t<F, T>> Flow<T>::map(std::string name, F body, StageOptions options) && {
+requires MapBody<F, T> Flow<map_result_t<F, T>> Flow<T>::map(std::string name, F body, StageOptions options) && {
+  check_open(name);
   using Out = map_result_t<F, T>;
   static_assert(Item<Out>, "a map stage must return a movable, non-reference value");
-  auto& stage = pipeline_->add_stage<detail::Stage<T, Out, F, StageKind::map>>(std::move(name), std::move(body), options);
+  auto& stage =
+      pipeline_->add_stage<detail::Stage<T, Out, F, StageKind::map>>(std::move(name), std::move(body), options);
   *link_ = &stage;
   return Flow<Out>(*pipeline_, stage.next_link());
 }
 
 template <Item T>
 template <class F>
-  requires FilterBody<F, T>
-Flow<filter_value_t<F, T>> Flow<T>::filter(std::string name, F body, StageOptions options) && {
+requires FilterBody<F, T> Flow<filter_value_t<F, T>> Flow<T>::filter(std::string name, F body, StageOptions options) &&
+{
+  check_open(name);
   using Out = filter_value_t<F, T>;
   auto& stage =
       pipeline_->add_stage<detail::Stage<T, Out, F, StageKind::filter>>(std::move(name), std::move(body), options);
@@ -155,8 +159,8 @@ Flow<filter_value_t<F, T>> Flow<T>::filter(std::string name, F body, StageOption
 
 template <Item T>
 template <Item Out, class F>
-  requires EmitBody<F, T, Out>
-Flow<Out> Flow<T>::emit(std::string name, F body, StageOptions options) && {
+requires EmitBody<F, T, Out> Flow<Out> Flow<T>::emit(std::string name, F body, StageOptions options) && {
+  check_open(name);
   auto& stage =
       pipeline_->add_stage<detail::Stage<T, Out, F, StageKind::emit>>(std::move(name), std::move(body), options);
   *link_ = &stage;
@@ -165,10 +169,11 @@ Flow<Out> Flow<T>::emit(std::string name, F body, StageOptions options) && {
 
 template <Item T>
 template <class F>
-  requires SinkBody<F, T>
+requires SinkBody<F, T>
 void Flow<T>::sink(std::string name, F body, StageOptions options) && {
-  auto& stage =
-      pipeline_->add_stage<detail::Stage<T, detail::Nothing, F, StageKind::sink>>(std::move(name), std::move(body), options);
+  check_open(name);
+  auto& stage = pipeline_->add_stage<detail::Stage<T, detail::Nothing, F, StageKind::sink>>(std::move(name),
+                                                                                            std::move(body), options);
   *link_ = &stage;
   pipeline_->sealed_ = true;
 }

@@ -54,6 +54,9 @@ class Runtime {
            (options_.stop_on_signal && signal_count.load(std::memory_order_relaxed) - signal_base_ >= 2);
   }
   void request_stop() noexcept { stop_.store(true); }
+  /// The source ended because of stop() or cancel(), not at the end of its stream.
+  void note_cut_short() noexcept { cut_short_.store(true); }
+  bool cut_short() const noexcept { return cut_short_.load(); }
   void cancel() noexcept { cancel_.store(true); }
   /// Records the first failure and cancels the run.
   void fail(StageError error);
@@ -74,7 +77,6 @@ class Runtime {
 
   void begin() noexcept;
   std::int64_t started_ticks() const noexcept { return started_ticks_; }
-  bool failed() const noexcept;
   void rethrow_failure() const;
   std::uint64_t skipped() const noexcept { return skipped_.load(); }
   std::vector<SkippedItem> skipped_items() const;
@@ -89,6 +91,7 @@ class Runtime {
   std::atomic<bool> source_waiting_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_{false};
+  std::atomic<bool> cut_short_{false};
   std::atomic<std::uint64_t> skipped_{0};
   int signal_base_ = 0;
   std::int64_t started_ticks_ = 0;

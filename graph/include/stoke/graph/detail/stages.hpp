@@ -155,8 +155,6 @@ class SourceStage final : public StageBase {
       : StageBase(runtime, std::move(name), StageKind::source, StageOptions{}), body_(std::move(body)) {}
 
   InputStage<Out>*& next_link() noexcept { return out_.link(); }
-  std::uint64_t produced() const noexcept { return count_.load(); }
-  bool stopped_early() const noexcept { return stopped_early_.load(); }
 
  protected:
   std::size_t claimable_locked() override {
@@ -184,7 +182,7 @@ class SourceStage final : public StageBase {
           return;
         }
         if (runtime_.cancelled() || runtime_.stop_requested()) {
-          stopped_early_ = true;
+          runtime_.note_cut_short();
           close = true;
         } else {
           runtime_.take_credit();
@@ -223,7 +221,7 @@ class SourceStage final : public StageBase {
  private:
   /// Calls the body once (holding a credit). False at the end of the stream or on failure.
   bool produce_one(InputStage<Out>*& follow) {
-    const std::uint64_t index = count_.load(std::memory_order_relaxed);
+    const std::uint64_t index = next_index_;
     const std::int64_t begin = ticks();
     std::optional<Out> value;
     try {
@@ -240,7 +238,7 @@ class SourceStage final : public StageBase {
       runtime_.release_credits(1);
       return false;
     }
-    count_.store(index + 1, std::memory_order_relaxed);
+    next_index_ = index + 1;
     items_out_.fetch_add(1, std::memory_order_relaxed);
     follow = out_.send(Envelope<Out>{std::move(value), index, index, 1}, true);
     return true;
@@ -248,9 +246,8 @@ class SourceStage final : public StageBase {
 
   F body_;
   Outlet<Out> out_;
-  bool closed_ = false;  // guarded by mutex_
-  std::atomic<std::uint64_t> count_{0};
-  std::atomic<bool> stopped_early_{false};
+  bool closed_ = false;           // guarded by mutex_
+  std::uint64_t next_index_ = 0;  // touched only by the source's (one) running task
 };
 
 // ---- map, filter, emit, sink -------------------------------------------------------------------
@@ -449,9 +446,8 @@ class Stage final : public InputStage<In> {
         group_->push_back(Envelope<Out>{std::move(value), 0, index_, credits});
       } else {
         stage_.items_out_.fetch_add(1, std::memory_order_relaxed);
-        InputStage<Out>* next =
-            stage_.out_.send(Envelope<Out>{std::move(value), stage_.out_seq_.fetch_add(1), index_, credits},
-                            may_follow_ && !follow_);
+        InputStage<Out>* next = stage_.out_.send(
+            Envelope<Out>{std::move(value), stage_.out_seq_.fetch_add(1), index_, credits}, may_follow_ && !follow_);
         if (next) follow_ = next;
       }
     }
