@@ -1,0 +1,110 @@
+// Dataset: an indexed collection of samples (an image folder, a file list, CIFAR batches, a packed
+// shard), plus the per-epoch order in which a run visits it (shuffle, rank/world sharding,
+// repeat) and the graph source that produces that order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stoke/nodes/sample.hpp"
+
+namespace stoke::nodes {
+
+/// A file a dataset found but did not count, and why (e.g. "not an image: .txt").
+struct IgnoredFile {
+  std::string path;
+  std::string reason;
+};
+
+/// An indexed, immutable collection of samples. read() is thread-safe: the read stage of a
+/// pipeline calls it from several threads at once.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  /// Number of items.
+  virtual std::size_t size() const noexcept = 0;
+  /// Label of item i (-1 when unlabelled), without reading it.
+  virtual int label(std::size_t i) const = 0;
+  /// Where item i comes from, for reports (a path, or "file.pack#i").
+  virtual std::string name(std::size_t i) const = 0;
+  /// Reads item i's bytes; sets index and label (not epoch). Throws std::runtime_error naming the
+  /// item when it cannot be read.
+  virtual Sample read(std::size_t i) const = 0;
+
+  /// Class names by label (empty when the dataset has none).
+  virtual const std::vector<std::string>& classes() const noexcept;
+  /// Files seen while listing the dataset that are not part of it.
+  virtual const std::vector<IgnoredFile>& ignored() const noexcept;
+};
+
+using DatasetPtr = std::shared_ptr<const Dataset>;
+
+/// Which items a rank visits in which order, per epoch.
+struct OrderOptions {
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  /// Sharding: rank r of `world` gets positions r, r+world, r+2*world, ... of the epoch's
+  /// permutation, so every item goes to exactly one rank per epoch.
+  std::uint32_t rank = 0;
+  std::uint32_t world = 1;
+};
+
+/// The visiting order of one rank: a permutation of [0, size) per epoch (a function of seed and
+/// epoch only), then this rank's share of it. Throws std::invalid_argument when rank >= world or
+/// world == 0.
+class EpochOrder {
+ public:
+  EpochOrder(std::size_t size, OrderOptions options);
+
+  /// Item indices this rank visits in `epoch`, in order.
+  std::vector<std::uint64_t> indices(std::uint32_t epoch) const;
+  /// How many items this rank visits per epoch.
+  std::size_t per_epoch() const noexcept;
+
+  const OrderOptions& options() const noexcept { return options_; }
+
+ private:
+  std::size_t size_;
+  OrderOptions options_;
+};
+
+/// What the source stage emits: which item of which epoch to read next.
+struct ItemRef {
+  std::uint64_t index = 0;
+  std::uint32_t epoch = 0;
+};
+
+/// The source stage of a pipeline: ItemRefs in EpochOrder, epoch after epoch. `epochs` = 0
+/// repeats forever (stop the pipeline to end it). A SourceBody for stoke::graph.
+class DatasetSource {
+ public:
+  DatasetSource(std::size_t dataset_size, OrderOptions options, std::uint32_t epochs = 1,
+                std::uint32_t first_epoch = 0);
+
+  std::optional<ItemRef> operator()();
+
+ private:
+  EpochOrder order_;
+  std::uint32_t end_epoch_;  // exclusive; 0 means no end
+  std::uint32_t epoch_;
+  std::vector<std::uint64_t> current_;
+  std::size_t next_ = 0;
+  bool forever_;
+};
+
+/// The read stage: ItemRef -> Sample (dataset->read, with the epoch filled in). Thread-safe.
+class ReadSample {
+ public:
+  explicit ReadSample(DatasetPtr dataset) : dataset_(std::move(dataset)) {}
+  Sample operator()(ItemRef ref) const;
+
+ private:
+  DatasetPtr dataset_;
+};
+
+}  // namespace stoke::nodes

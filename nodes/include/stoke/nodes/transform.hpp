@@ -1,0 +1,74 @@
+// Transform: one augmentation step on an Image (crop, resize, flip, colour, normalize, or a user's
+// own), the unit the registry builds from a spec string and the apps chain with --transform.
+#pragma once
+
+#include <memory>
+#include <opencv2/core/types.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stoke/nodes/image.hpp"
+#include "stoke/nodes/random.hpp"
+
+namespace stoke::nodes {
+
+/// "Take `crop` of the source image (in source pixels) and resize it to `out`": what a transform
+/// that starts with a crop-and-resize can hand to the decoder, which then decodes only that region
+/// at the smallest DCT scale that still leaves it at least `out` large (see decode.hpp).
+struct Region {
+  cv::Rect crop;
+  cv::Size out;
+};
+
+/// A step of augmentation. Implementations are immutable after construction and thread-safe:
+/// all per-item randomness comes from the ItemRng passed in, which is derived from
+/// (seed, epoch, index), so results do not depend on the thread that runs them.
+class Transform {
+ public:
+  virtual ~Transform() = default;
+
+  /// The name it is registered under, e.g. "random_resized_crop".
+  virtual std::string_view name() const noexcept = 0;
+  /// A one-line description with the parameter values, e.g. "random_resized_crop size=224 ...".
+  virtual std::string describe() const { return std::string(name()); }
+
+  /// Applies the step in place. Throws std::invalid_argument naming the transform when the image
+  /// has a layout it cannot take (e.g. a crop after normalize).
+  void operator()(Image& image, ItemRng& rng) const;
+
+  /// For transforms that begin with "crop a region, resize it": the region for a source of size
+  /// `source`, drawing exactly the random numbers apply would draw first, so that
+  /// "plan + decode the region + finish" gives the same geometry as "decode + apply".
+  /// nullopt (the default) when the transform cannot be fused into decoding.
+  virtual std::optional<Region> plan(cv::Size source, ItemRng& rng) const;
+
+  /// The pixel layouts this step accepts (default: hwc_u8 only).
+  virtual bool accepts(PixelLayout layout) const noexcept { return layout == PixelLayout::hwc_u8; }
+
+ protected:
+  virtual void apply_impl(Image& image, ItemRng& rng) const = 0;
+};
+
+using TransformPtr = std::shared_ptr<const Transform>;
+
+/// Applies `transforms` in order with one ItemRng per item derived from (seed, image.epoch,
+/// image.index): the augmentation stage of a pipeline. Copyable, thread-safe.
+class Augment {
+ public:
+  Augment(std::vector<TransformPtr> transforms, std::uint64_t seed);
+
+  Image operator()(Image image) const;
+
+  const std::vector<TransformPtr>& transforms() const noexcept { return transforms_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+  /// The ItemRng an item starts its augmentation with.
+  ItemRng rng_for(std::uint32_t epoch, std::uint64_t index) const noexcept { return ItemRng(seed_, epoch, index, 1); }
+
+ private:
+  std::vector<TransformPtr> transforms_;
+  std::uint64_t seed_;
+};
+
+}  // namespace stoke::nodes

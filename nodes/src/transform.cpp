@@ -1,0 +1,37 @@
+#include "stoke/nodes/transform.hpp"
+
+#include <stdexcept>
+
+namespace stoke::nodes {
+
+namespace {
+const char* layout_name(PixelLayout layout) {
+  return layout == PixelLayout::hwc_u8 ? "uint8 HWC" : "float CHW (normalized)";
+}
+}  // namespace
+
+void Transform::operator()(Image& image, ItemRng& rng) const {
+  if (!accepts(image.layout)) {
+    throw std::invalid_argument(std::string(name()) + ": cannot take a " + layout_name(image.layout) +
+                                " image; put it before normalize");
+  }
+  if (image.pixels.empty()) throw std::invalid_argument(std::string(name()) + ": empty image");
+  apply_impl(image, rng);
+}
+
+std::optional<Region> Transform::plan(cv::Size /*source*/, ItemRng& /*rng*/) const { return std::nullopt; }
+
+Augment::Augment(std::vector<TransformPtr> transforms, std::uint64_t seed)
+    : transforms_(std::move(transforms)), seed_(seed) {
+  for (const auto& t : transforms_) {
+    if (!t) throw std::invalid_argument("Augment: null transform");
+  }
+}
+
+Image Augment::operator()(Image image) const {
+  ItemRng rng = rng_for(image.epoch, image.index);
+  for (const auto& t : transforms_) (*t)(image, rng);
+  return image;
+}
+
+}  // namespace stoke::nodes
