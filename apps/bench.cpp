@@ -9,6 +9,8 @@ namespace stoke::app {
 int bench(int argc, char** argv) {
   static constexpr std::array benchmarks{
       Subcommand{"graph", "throughput and per-item overhead of the graph executor on synthetic stages", bench_graph},
+      Subcommand{"pipeline", "images/s of the CPU input pipeline (read, decode, augment, batch) on a dataset",
+                 bench_pipeline},
   };
   return dispatch("bench", "Measure the throughput of stoke's parts.", benchmarks, argc, argv);
 }

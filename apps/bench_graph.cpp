@@ -57,8 +57,8 @@ double run_stoke(const Config& c, std::uint64_t& checksum) {
   const graph::StageOptions mapping{.concurrency = graph::parallel(workers), .ordered = c.ordered};
   // Built stage by stage: each map returns the new open end, which the next one continues.
   for (int s = 0; s < c.stages; ++s)
-    flow = std::move(flow).map("map" + std::to_string(s), [ns = c.work_ns](std::uint64_t x) { return work(x, ns); },
-                               mapping);
+    flow = std::move(flow).map(
+        "map" + std::to_string(s), [ns = c.work_ns](std::uint64_t x) { return work(x, ns); }, mapping);
   std::move(flow).sink("sink", [&sum](std::uint64_t x) { sum += x; }, {.ordered = c.ordered});
   const auto begin = Clock::now();
   pipe.run();
@@ -87,8 +87,8 @@ double run_tbb(const Config& c, std::uint64_t& checksum) {
       chain = chain & tbb::make_filter<std::uint64_t, std::uint64_t>(
                           tbb::filter_mode::parallel, [ns = c.work_ns](std::uint64_t x) { return work(x, ns); });
     const auto sink_mode = c.ordered ? tbb::filter_mode::serial_in_order : tbb::filter_mode::serial_out_of_order;
-    tbb::parallel_pipeline(c.in_flight, chain & tbb::make_filter<std::uint64_t, void>(
-                                                    sink_mode, [&sum](std::uint64_t x) { sum += x; }));
+    tbb::parallel_pipeline(
+        c.in_flight, chain & tbb::make_filter<std::uint64_t, void>(sink_mode, [&sum](std::uint64_t x) { sum += x; }));
   });
   const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   checksum = sum;
@@ -150,9 +150,10 @@ int bench_graph(int argc, char** argv) {
         static_cast<unsigned long long>(c.items), c.stages, threads, c.in_flight, c.work_ns,
         c.ordered ? "true" : "false", stoke_ns, tbb_ns, ratio, c.items / median(stoke_s), c.items / median(tbb_s));
   } else {
-    std::printf("graph executor: %llu items, source + %d map stages + sink, %d threads, %zu in flight, %d ns work, %s\n",
-                static_cast<unsigned long long>(c.items), c.stages, threads, c.in_flight, c.work_ns,
-                c.ordered ? "ordered" : "unordered");
+    std::printf(
+        "graph executor: %llu items, source + %d map stages + sink, %d threads, %zu in flight, %d ns work, %s\n",
+        static_cast<unsigned long long>(c.items), c.stages, threads, c.in_flight, c.work_ns,
+        c.ordered ? "ordered" : "unordered");
     std::printf("  stoke::graph            %8.1f ns per item per stage  (%.0f items/s)\n", stoke_ns,
                 c.items / median(stoke_s));
     std::printf("  tbb::parallel_pipeline  %8.1f ns per item per stage  (%.0f items/s)\n", tbb_ns,

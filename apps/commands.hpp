@@ -14,4 +14,13 @@ int bench(int argc, char** argv);
 /// `stoke bench graph`: the graph executor's throughput and overhead (apps/bench_graph.cpp).
 int bench_graph(int argc, char** argv);
 
+/// `stoke bench pipeline`: the CPU input pipeline on a dataset (apps/bench_pipeline.cpp).
+int bench_pipeline(int argc, char** argv);
+
+/// `stoke gen-shapes`: writes the synthetic shapes dataset as JPEG ImageFolders (apps/gen_shapes.cpp).
+int gen_shapes(int argc, char** argv);
+
+/// `stoke pack`: an image folder or file list -> a packed shard, X.stoke + X.stoke.idx (apps/pack.cpp).
+int pack(int argc, char** argv);
+
 }  // namespace stoke::app

@@ -12,6 +12,10 @@ namespace {
 
 constexpr std::array commands{
     stoke::app::Subcommand{"bench", "measure the throughput of stoke's parts (stoke bench --help)", stoke::app::bench},
+    stoke::app::Subcommand{"pack", "pack an image folder or file list into one shard + index for fast reading",
+                           stoke::app::pack},
+    stoke::app::Subcommand{"gen-shapes", "write a synthetic shapes dataset of JPEG files (stoke gen-shapes --help)",
+                           stoke::app::gen_shapes},
 };
 
 constexpr std::string_view summary =

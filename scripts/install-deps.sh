@@ -2,6 +2,11 @@
 # Installs the Debian packages stoke builds against. Idempotent: prints nothing and touches
 # nothing when they are all present. Set STOKE_SKIP_DEPS=1 to skip (dependencies installed some
 # other way).
+#
+#   install-deps.sh              what the library, the apps and the tests need
+#   install-deps.sh --optional   also OpenCV imgcodecs (PNG, BMP, WebP, GIF, TIFF input; ~50 more
+#                                packages, GDAL among them), so the optional stoke::imgcodecs builds
+#   install-deps.sh --bench      also PyTorch and torchvision, the peer of the benchmark scripts
 set -euo pipefail
 
 packages=(
@@ -15,8 +20,19 @@ packages=(
   libboost-program-options-dev
   libopencv-core-dev
   libopencv-imgproc-dev
-  libturbojpeg0-dev
+  libjpeg62-turbo-dev
 )
+
+for option in "$@"; do
+  case "${option}" in
+    --optional) packages+=(libopencv-imgcodecs-dev) ;;
+    --bench) packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy) ;;
+    *)
+      echo "install-deps: unknown option '${option}' (options: --optional, --bench)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 if [[ "${STOKE_SKIP_DEPS:-0}" == 1 ]]; then
   exit 0

@@ -12,6 +12,9 @@ const char* layout_name(PixelLayout layout) {
 
 void Transform::operator()(Image& image, ItemRng& rng) const {
   if (!accepts(image.layout)) {
+    if (image.layout == PixelLayout::chw_f32 && name() == "normalize") {
+      throw std::invalid_argument("normalize: the image is already normalized (float CHW); list normalize once, last");
+    }
     throw std::invalid_argument(std::string(name()) + ": cannot take a " + layout_name(image.layout) +
                                 " image; put it before normalize");
   }

@@ -1,0 +1,115 @@
+#include "input_pipeline.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fstream>
+#include <stdexcept>
+#include <stoke/nodes/cifar.hpp>
+#include <stoke/nodes/collate.hpp>
+#include <stoke/nodes/decode_augment.hpp>
+#include <stoke/nodes/file_list.hpp>
+#include <stoke/nodes/image_folder.hpp>
+#include <stoke/nodes/packed.hpp>
+#include <stoke/nodes/registry.hpp>
+#include <thread>
+
+namespace stoke::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with_magic(const fs::path& path, std::string_view magic) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 8> head{};
+  in.read(head.data(), head.size());
+  return in.gcount() == static_cast<std::streamsize>(magic.size()) && std::string_view(head.data(), 8) == magic;
+}
+
+bool looks_like_cifar(const fs::path& dir) {
+  for (const char* name :
+       {"data_batch_1.bin", "test_batch.bin", "train.bin", "test.bin", "cifar-10-batches-bin", "cifar-100-binary"}) {
+    if (fs::exists(dir / name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+nodes::DatasetPtr open_dataset(const fs::path& path) {
+  std::error_code error;
+  const auto status = fs::status(path, error);
+  if (!fs::exists(status)) {
+    throw std::runtime_error(path.string() +
+                             ": no such file or folder (give an image folder, a .stoke pack, a list file or a "
+                             "CIFAR folder; `stoke gen-shapes --out DIR` makes a small dataset)");
+  }
+  if (fs::is_directory(status)) {
+    if (looks_like_cifar(path)) return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
+    return std::make_shared<nodes::ImageFolder>(path);
+  }
+  if (path.extension() == ".idx") {
+    throw std::runtime_error(path.string() + ": this is a pack's index; give the data file " +
+                             path.parent_path().string() + "/" + path.stem().string());
+  }
+  if (path.extension() == ".stoke" || starts_with_magic(path, "STOKEDAT")) {
+    return std::make_shared<nodes::PackedDataset>(path);
+  }
+  return std::make_shared<nodes::FileList>(path, path.parent_path());
+}
+
+std::vector<nodes::TransformPtr> make_transforms(const InputConfig& config) {
+  std::vector<std::string> specs = config.transforms;
+  if (specs.empty()) {
+    specs = {"random_resized_crop size=" + std::to_string(config.size), "random_horizontal_flip", "normalize"};
+  }
+  return nodes::Registry::builtin().make_list(std::span<const std::string>(specs));
+}
+
+std::uint64_t Input::item_at(std::uint64_t position) const {
+  const std::size_t per_epoch = order.per_epoch();
+  if (per_epoch == 0) return position;
+  const auto epoch = static_cast<std::uint32_t>(position / per_epoch);
+  return order.indices(epoch)[position % per_epoch];
+}
+
+Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
+  if (!dataset) throw std::invalid_argument("make_input: no dataset");
+  if (config.batch_size == 0 || config.size <= 0)
+    throw std::invalid_argument("batch size and image size must be positive");
+
+  auto transforms = make_transforms(config);
+  const bool normalized = !transforms.empty() && transforms.back()->name() == "normalize";
+  nodes::BatchShape shape{.batch_size = config.batch_size,
+                          .height = config.size,
+                          .width = config.size,
+                          .channels = 3,
+                          .layout = normalized ? nodes::BatchLayout::nchw_f32 : nodes::BatchLayout::nhwc_u8};
+
+  graph::PipelineOptions options;
+  options.threads = config.threads;
+  options.max_in_flight = config.in_flight > 0 ? config.in_flight : std::max<std::size_t>(2 * config.batch_size, 64);
+
+  nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle, .seed = config.seed});
+  // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it, one in the
+  // consumer's hands and one being filled. With that many the batch stage never waits for a slot:
+  // the graph's backpressure stops it first.
+  nodes::BatchPool pool(shape, config.prefetch + 3);
+  return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options};
+}
+
+graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, const InputConfig& config) {
+  const int threads =
+      config.threads > 0 ? config.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const auto parallel = graph::parallel(threads);
+  nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(input.transforms, config.seed),
+                              config.fuse);
+  auto batch_options = nodes::Collate::stage_options();
+  batch_options.on_error = graph::OnError::fail;  // a wrong-size image is a recipe mistake, not bad data
+  return pipe.source("source", nodes::DatasetSource(input.dataset->size(), input.order.options(), config.epochs))
+      .map("read", nodes::ReadSample(input.dataset), {.concurrency = parallel, .on_error = config.on_error})
+      .map("decode", std::move(decode), {.concurrency = parallel, .on_error = config.on_error})
+      .emit<nodes::Batch>("batch", nodes::Collate(input.pool, {.drop_last = config.drop_last}), batch_options);
+}
+
+}  // namespace stoke::app

@@ -1,0 +1,72 @@
+// The input half of the image apps: open a dataset from a path, and chain read -> decode+augment
+// -> batch onto a stoke::graph::Pipeline. `stoke bench pipeline` uses it now, `stoke train` and
+// `stoke classify` later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <stoke/graph/pipeline.hpp>
+#include <stoke/nodes/batch.hpp>
+#include <stoke/nodes/batch_pool.hpp>
+#include <stoke/nodes/dataset.hpp>
+#include <stoke/nodes/decode.hpp>
+#include <stoke/nodes/transform.hpp>
+#include <string>
+#include <vector>
+
+namespace stoke::app {
+
+/// Opens `path` as whichever dataset it is:
+///   X.stoke (or a file starting with the pack magic)   a packed shard (stoke pack)
+///   a .csv / .txt / .lst file                            a FileList, paths relative to its folder
+///   a folder with CIFAR batch files                      CIFAR-10/100 (train split)
+///   any other folder                                     an ImageFolder (one subfolder per class)
+/// Throws std::runtime_error naming the path when it does not exist or cannot be opened.
+nodes::DatasetPtr open_dataset(const std::filesystem::path& path);
+
+/// What the input pipeline does; the defaults are the ImageNet training recipe at 224.
+struct InputConfig {
+  std::size_t batch_size = 64;
+  int size = 224;  ///< output side: the transforms must end with size x size images
+  /// Transform specs for the registry, applied in order. Empty: the default recipe
+  /// (random_resized_crop size=<size>, random_horizontal_flip, normalize).
+  std::vector<std::string> transforms;
+  bool fuse = true;           ///< let the first transform's crop be done by the JPEG decoder
+  int threads = 0;            ///< parallel stages' concurrency (0: one per core)
+  std::size_t in_flight = 0;  ///< items in flight (0: 4 batches' worth, at least 256)
+  std::size_t prefetch = 4;   ///< batches queued for the consumer (also the pool's spare slots)
+  std::uint32_t epochs = 1;   ///< 0: repeat until stopped
+  std::uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+  graph::OnError on_error = graph::OnError::skip;
+  nodes::DecodeOptions decode;
+};
+
+/// The transforms `config` asks for (the default recipe when it lists none), made by the
+/// registry, which knows the built-in transforms and those of loaded plugins.
+std::vector<nodes::TransformPtr> make_transforms(const InputConfig& config);
+
+/// Everything one run of the input pipeline owns besides the Pipeline itself.
+struct Input {
+  nodes::DatasetPtr dataset;
+  nodes::EpochOrder order;  ///< the visiting order, to name items from stream positions
+  nodes::BatchPool pool;
+  std::vector<nodes::TransformPtr> transforms;
+  graph::PipelineOptions pipeline_options;
+
+  /// The dataset item at source-stream position `position` (what graph reports as an index).
+  std::uint64_t item_at(std::uint64_t position) const;
+};
+
+/// Builds the Input for `dataset` and `config`: batch shape from the transforms (float NCHW when
+/// the last one is normalize, uint8 NHWC otherwise), pool slots = prefetch + 2.
+Input make_input(nodes::DatasetPtr dataset, const InputConfig& config);
+
+/// Chains source -> read -> decode (+augment) -> batch onto `pipe` (built with
+/// input.pipeline_options) and returns the flow of batches, for the caller's sink.
+graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, const InputConfig& config);
+
+}  // namespace stoke::app

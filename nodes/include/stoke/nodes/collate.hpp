@@ -1,0 +1,89 @@
+// Collate: the batch stage. Gathers Images into Batches taken from a BatchPool.
+//
+//   stoke::nodes::BatchPool pool({.batch_size = 64, .height = 224, .width = 224}, 4);
+//   pipe.source(...)
+//       .map("decode", ..., {.concurrency = parallel(4), .ordered = true})
+//       .emit<stoke::nodes::Batch>("batch", stoke::nodes::Collate(pool), stoke::nodes::Collate::stage_options())
+//       .sink("train", [](stoke::nodes::Batch batch) { ... });
+//
+// Run it as a serial, ordered stage (Collate::stage_options()): it is stateful (the batch being
+// gathered), and a serial ordered stage takes its inputs in source order, so a seeded run gives
+// the same batches, item for item, whatever the thread count. A parallel or unordered batch stage
+// would mix items between batches from run to run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "stoke/graph/emitter.hpp"
+#include "stoke/graph/options.hpp"
+#include "stoke/nodes/batch.hpp"
+#include "stoke/nodes/batch_pool.hpp"
+#include "stoke/nodes/image.hpp"
+
+namespace stoke::nodes {
+
+/// Throws std::invalid_argument when `image` cannot go into a batch of `shape`: another size
+/// ("collate: photo.jpg is 500x375 but the batch holds 224x224: add a resize/crop transform"),
+/// another layout, or pixels of the wrong type for its layout. The message names the item
+/// (Image::name, else its index).
+void check_fits(const Image& image, const BatchShape& shape);
+
+/// Copies `image` into item `i` of `batch` (i < batch.size()): its pixels (row by row, or plane
+/// by plane for chw_f32, so ROIs work), label, index and, with `keep_name`, name.
+/// Precondition: check_fits(image, batch.shape()).
+void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name = true);
+
+struct CollateOptions {
+  /// Drop a partial batch (the end of an epoch) instead of emitting it.
+  bool drop_last = false;
+  /// Copy each item's name into Batch::names() (apps that report per-item results need them).
+  bool keep_names = true;
+};
+
+/// An emit-stage body for stoke::graph: Image in, Batch out (see the example above).
+///
+/// - Each Image is checked on arrival (check_fits); a misfit is an error naming the item, which
+///   the stage's OnError policy turns into a failed run or a skipped item.
+/// - A batch is emitted as soon as batch_size items have arrived: Collate then takes a slot from
+///   the pool (blocking while none is free: that is the pipeline's backpressure) and copies the
+///   items into it. Items wait as Images, not in a slot, so a pool slot is held only by batches
+///   that are complete, and a cancelled run leaves every slot in the pool.
+/// - Batches do not span epochs: an item of a new epoch completes the previous epoch's partial
+///   batch first (emitted, or dropped with drop_last), as a per-epoch DataLoader would.
+/// - flush() (called by the stage after the last input) emits the final partial batch.
+///
+/// Not thread-safe: one call at a time, which a serial stage guarantees. With a pipeline of a
+/// single thread, the pool needs more slots than batches can wait downstream, or acquire() would
+/// wait for a consumer that cannot run; give the pipeline at least 2 threads.
+class Collate {
+ public:
+  /// Throws std::invalid_argument when the pool's shape has other than 3 channels (Images are RGB).
+  explicit Collate(BatchPool pool, CollateOptions options = {});
+
+  /// Adds one item; emits a batch when it completes one.
+  void operator()(Image image, graph::Emitter<Batch>& out);
+  /// Emits the partial batch, if any (nothing with drop_last).
+  void flush(graph::Emitter<Batch>& out);
+
+  /// The options the stage must run with: serial and ordered.
+  static constexpr graph::StageOptions stage_options() noexcept {
+    return graph::StageOptions{.concurrency = graph::serial(), .ordered = true};
+  }
+
+  const BatchPool& pool() const noexcept { return pool_; }
+  const CollateOptions& options() const noexcept { return options_; }
+  /// Items waiting for their batch to complete.
+  std::size_t pending() const noexcept { return pending_.size(); }
+
+ private:
+  /// Emits (or with a partial batch and drop_last, drops) the pending items.
+  void complete(graph::Emitter<Batch>& out);
+
+  BatchPool pool_;
+  CollateOptions options_;
+  std::vector<Image> pending_;
+};
+
+}  // namespace stoke::nodes

@@ -1,0 +1,180 @@
+#include "stoke/nodes/batch_pool.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace stoke::nodes {
+
+namespace detail {
+
+namespace {
+constexpr std::size_t part_alignment = 64;  // a cache line, and enough for any element type
+constexpr std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+}  // namespace
+
+/// The shared state of a pool: the slots and the free list. Lives as long as any BatchPool handle
+/// or Batch refers to it.
+class PoolState {
+ public:
+  PoolState(BatchShape shape_in, std::size_t count, AllocatorPtr allocator_in)
+      : shape(shape_in), allocator(std::move(allocator_in)) {
+    labels_offset = align_up(shape.data_bytes(), part_alignment);
+    indices_offset = align_up(labels_offset + shape.batch_size * sizeof(std::int32_t), part_alignment);
+    bytes_per_slot = align_up(indices_offset + shape.batch_size * sizeof(std::uint64_t), part_alignment);
+
+    slots.resize(count);
+    free.reserve(count);
+    try {
+      for (std::size_t i = 0; i < count; ++i) {
+        BatchSlot& slot = slots[i];
+        slot.id = i;
+        slot.block = static_cast<std::byte*>(allocator->allocate(bytes_per_slot, BatchPool::slot_alignment));
+        slot.data = slot.block;
+        slot.labels = reinterpret_cast<std::int32_t*>(slot.block + labels_offset);
+        slot.indices = reinterpret_cast<std::uint64_t*>(slot.block + indices_offset);
+        slot.names.resize(shape.batch_size);
+      }
+    } catch (...) {
+      free_blocks();
+      throw;
+    }
+    // Handed out from the back: slot 0 first, and the most recently returned (cache-warm) next.
+    for (std::size_t i = count; i-- > 0;) free.push_back(&slots[i]);
+  }
+
+  PoolState(const PoolState&) = delete;
+  PoolState& operator=(const PoolState&) = delete;
+  ~PoolState() { free_blocks(); }
+
+  /// Takes a free slot; locked by the caller, free non-empty.
+  BatchSlot* take_locked() {
+    BatchSlot* slot = free.back();
+    free.pop_back();
+    slot->size = 0;
+    slot->epoch = 0;
+    ++acquired;
+    peak_in_use = std::max(peak_in_use, slots.size() - free.size());
+    return slot;
+  }
+
+  void throw_closed() const {
+    throw PoolClosed("batch pool (" + shape.describe() + ", " + std::to_string(slots.size()) +
+                     " slots) was closed: the pipeline is shutting down");
+  }
+
+  void release(BatchSlot& slot) noexcept {
+    {
+      std::lock_guard lock(mutex);
+      free.push_back(&slot);
+    }
+    available.notify_one();
+  }
+
+  const BatchShape shape;
+  const AllocatorPtr allocator;
+  std::size_t labels_offset = 0;
+  std::size_t indices_offset = 0;
+  std::size_t bytes_per_slot = 0;
+  std::vector<BatchSlot> slots;  // never resized after construction: Batches point into it
+
+  mutable std::mutex mutex;
+  std::condition_variable available;
+  std::vector<BatchSlot*> free;        // guarded by mutex
+  bool closed = false;                 // guarded by mutex
+  std::size_t peak_in_use = 0;         // guarded by mutex
+  std::uint64_t acquired = 0;          // guarded by mutex
+  std::uint64_t waits = 0;             // guarded by mutex
+  std::chrono::nanoseconds waited{0};  // guarded by mutex
+
+ private:
+  void free_blocks() noexcept {
+    for (BatchSlot& slot : slots) {
+      allocator->deallocate(slot.block, bytes_per_slot, BatchPool::slot_alignment);
+      slot.block = nullptr;
+    }
+  }
+};
+
+void release_slot(PoolState& pool, BatchSlot& slot) noexcept { pool.release(slot); }
+
+}  // namespace detail
+
+BatchPool::BatchPool(BatchShape shape, std::size_t slots, AllocatorPtr allocator) {
+  shape.validate();
+  if (slots == 0) throw std::invalid_argument("batch pool (" + shape.describe() + "): needs at least 1 slot");
+  if (!allocator) throw std::invalid_argument("batch pool (" + shape.describe() + "): the allocator is null");
+  state_ = std::make_shared<detail::PoolState>(shape, slots, std::move(allocator));
+}
+
+Batch BatchPool::acquire() {
+  std::unique_lock lock(state_->mutex);
+  if (state_->closed) state_->throw_closed();
+  if (state_->free.empty()) {
+    ++state_->waits;
+    const auto begin = std::chrono::steady_clock::now();
+    state_->available.wait(lock, [&] { return state_->closed || !state_->free.empty(); });
+    state_->waited += std::chrono::steady_clock::now() - begin;
+    if (state_->closed) state_->throw_closed();
+  }
+  return Batch(state_, state_->take_locked(), &state_->shape);
+}
+
+std::optional<Batch> BatchPool::try_acquire() {
+  std::lock_guard lock(state_->mutex);
+  if (state_->closed) state_->throw_closed();
+  if (state_->free.empty()) return std::nullopt;
+  return Batch(state_, state_->take_locked(), &state_->shape);
+}
+
+std::optional<Batch> BatchPool::acquire_for(std::chrono::nanoseconds timeout) {
+  std::unique_lock lock(state_->mutex);
+  if (state_->closed) state_->throw_closed();
+  if (state_->free.empty()) {
+    ++state_->waits;
+    const auto begin = std::chrono::steady_clock::now();
+    const bool ready =
+        state_->available.wait_for(lock, timeout, [&] { return state_->closed || !state_->free.empty(); });
+    state_->waited += std::chrono::steady_clock::now() - begin;
+    if (state_->closed) state_->throw_closed();
+    if (!ready) return std::nullopt;
+  }
+  return Batch(state_, state_->take_locked(), &state_->shape);
+}
+
+void BatchPool::close() noexcept {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->closed = true;
+  }
+  state_->available.notify_all();
+}
+
+bool BatchPool::closed() const noexcept {
+  std::lock_guard lock(state_->mutex);
+  return state_->closed;
+}
+
+const BatchShape& BatchPool::shape() const noexcept { return state_->shape; }
+std::size_t BatchPool::slots() const noexcept { return state_->slots.size(); }
+std::size_t BatchPool::bytes_per_slot() const noexcept { return state_->bytes_per_slot; }
+const Allocator& BatchPool::allocator() const noexcept { return *state_->allocator; }
+
+BatchPoolStats BatchPool::stats() const {
+  std::lock_guard lock(state_->mutex);
+  BatchPoolStats s;
+  s.slots = state_->slots.size();
+  s.free = state_->free.size();
+  s.in_use = s.slots - s.free;
+  s.peak_in_use = state_->peak_in_use;
+  s.acquired = state_->acquired;
+  s.waits = state_->waits;
+  s.waited = state_->waited;
+  s.bytes_per_slot = state_->bytes_per_slot;
+  s.closed = state_->closed;
+  return s;
+}
+
+}  // namespace stoke::nodes

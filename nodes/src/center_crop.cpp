@@ -1,0 +1,58 @@
+#include "stoke/nodes/center_crop.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace stoke::nodes {
+
+namespace {
+
+/// One axis of torchvision's center_crop: where the kept source span starts, where it lands in
+/// the output, and its length.
+struct Span {
+  int source = 0;
+  int target = 0;
+  int length = 0;
+};
+
+Span center_span(int image, int crop) {
+  if (crop > image) return {0, (crop - image) / 2, image};  // padded: the whole side, centred
+  // int(round((image - crop) / 2.0)), rounding half to even as Python does.
+  return {static_cast<int>(std::nearbyint((image - crop) / 2.0)), 0, crop};
+}
+
+}  // namespace
+
+CenterCrop::CenterCrop(cv::Size size) : size_(size) {
+  if (size.width <= 0 || size.height <= 0) {
+    throw std::invalid_argument("center_crop: size must be positive, got " + std::to_string(size.width) + "x" +
+                                std::to_string(size.height));
+  }
+}
+
+std::string CenterCrop::describe() const {
+  return "center_crop size=" + std::to_string(size_.width) + "x" + std::to_string(size_.height);
+}
+
+std::optional<Region> CenterCrop::plan(cv::Size source, ItemRng& /*rng*/) const {
+  if (source.width < size_.width || source.height < size_.height) return std::nullopt;
+  const Span x = center_span(source.width, size_.width);
+  const Span y = center_span(source.height, size_.height);
+  return Region{cv::Rect(x.source, y.source, size_.width, size_.height), size_};
+}
+
+void CenterCrop::apply_impl(Image& image, ItemRng& /*rng*/) const {
+  const Span x = center_span(image.pixels.cols, size_.width);
+  const Span y = center_span(image.pixels.rows, size_.height);
+  const cv::Mat kept = image.pixels(cv::Rect(x.source, y.source, x.length, y.length));
+  if (x.length == size_.width && y.length == size_.height) {
+    image.pixels = kept.clone();  // a continuous copy: the source buffer may be shared
+    return;
+  }
+  cv::Mat out(size_, image.pixels.type(), cv::Scalar::all(0));
+  kept.copyTo(out(cv::Rect(x.target, y.target, x.length, y.length)));
+  image.pixels = std::move(out);
+}
+
+}  // namespace stoke::nodes

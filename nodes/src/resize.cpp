@@ -1,0 +1,97 @@
+#include "stoke/nodes/resize.hpp"
+
+#include <opencv2/imgproc.hpp>
+#include <stdexcept>
+
+namespace stoke::nodes {
+
+std::string_view to_string(Interpolation interpolation) noexcept {
+  switch (interpolation) {
+    case Interpolation::bilinear:
+      return "bilinear";
+    case Interpolation::area:
+      return "area";
+    case Interpolation::nearest:
+      return "nearest";
+  }
+  return "bilinear";
+}
+
+Interpolation parse_interpolation(std::string_view text, std::string_view what) {
+  if (text == "bilinear") return Interpolation::bilinear;
+  if (text == "area") return Interpolation::area;
+  if (text == "nearest") return Interpolation::nearest;
+  throw std::invalid_argument(std::string(what) + ": interpolation must be bilinear, area or nearest, got '" +
+                              std::string(text) + "'");
+}
+
+cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolation) {
+  if (src.empty()) throw std::invalid_argument("resize_pixels: empty source image");
+  if (out.width <= 0 || out.height <= 0) {
+    throw std::invalid_argument("resize_pixels: output size must be positive, got " + std::to_string(out.width) + "x" +
+                                std::to_string(out.height));
+  }
+  if (src.size() == out) return src.clone();
+  const bool shrinking = out.width <= src.cols && out.height <= src.rows;
+  int flag = cv::INTER_LINEAR;
+  switch (interpolation) {
+    case Interpolation::bilinear:
+      if (shrinking && (src.cols >= 2 * out.width || src.rows >= 2 * out.height)) flag = cv::INTER_AREA;
+      break;
+    case Interpolation::area:
+      if (shrinking) flag = cv::INTER_AREA;
+      break;
+    case Interpolation::nearest:
+      flag = cv::INTER_NEAREST;
+      break;
+  }
+  cv::Mat dst;
+  cv::resize(src, dst, out, 0, 0, flag);
+  return dst;
+}
+
+Resize::Resize(int shorter_side, Interpolation interpolation)
+    : shorter_side_(shorter_side), interpolation_(interpolation) {
+  if (shorter_side <= 0) {
+    throw std::invalid_argument("resize: size must be positive, got " + std::to_string(shorter_side));
+  }
+}
+
+Resize::Resize(cv::Size size, Interpolation interpolation) : exact_(size), interpolation_(interpolation) {
+  if (size.width <= 0 || size.height <= 0) {
+    throw std::invalid_argument("resize: size must be positive, got " + std::to_string(size.width) + "x" +
+                                std::to_string(size.height));
+  }
+}
+
+std::string Resize::describe() const {
+  const std::string size = shorter_side_ > 0 ? std::to_string(shorter_side_)
+                                             : std::to_string(exact_.width) + "x" + std::to_string(exact_.height);
+  return "resize size=" + size + " interpolation=" + std::string(to_string(interpolation_));
+}
+
+cv::Size Resize::output_size(cv::Size source) const {
+  if (shorter_side_ == 0) return exact_;
+  // torchvision: new_long = int(size * long / short), the division in double, truncated.
+  const bool portrait = source.width <= source.height;
+  const int shorter = portrait ? source.width : source.height;
+  const int longer = portrait ? source.height : source.width;
+  const double scaled = static_cast<double>(shorter_side_) * static_cast<double>(longer) / static_cast<double>(shorter);
+  if (scaled >= 1 << 30) {
+    throw std::invalid_argument("resize: output for a " + std::to_string(source.width) + "x" +
+                                std::to_string(source.height) + " image would be too large");
+  }
+  const int new_long = static_cast<int>(scaled);
+  return portrait ? cv::Size(shorter_side_, new_long) : cv::Size(new_long, shorter_side_);
+}
+
+std::optional<Region> Resize::plan(cv::Size source, ItemRng& /*rng*/) const {
+  if (source.width <= 0 || source.height <= 0) return std::nullopt;
+  return Region{cv::Rect(0, 0, source.width, source.height), output_size(source)};
+}
+
+void Resize::apply_impl(Image& image, ItemRng& /*rng*/) const {
+  image.pixels = resize_pixels(image.pixels, output_size(image.pixels.size()), interpolation_);
+}
+
+}  // namespace stoke::nodes

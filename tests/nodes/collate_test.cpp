@@ -1,0 +1,395 @@
+// Collate: Images into pooled Batches, alone and as the batch stage of a stoke::graph pipeline.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <stoke/graph/pipeline.hpp>
+#include <stoke/nodes/batch_pool.hpp>
+#include <stoke/nodes/collate.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace stoke::nodes {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr int W = 6;
+constexpr int H = 4;
+
+/// The value of channel `ch` of pixel (r, c) of item `index`: differs between items and positions.
+std::uint8_t pixel_u8(std::uint64_t index, int r, int c, int ch) {
+  return static_cast<std::uint8_t>(index * 31 + static_cast<std::uint64_t>(r * 7 + c * 3 + ch));
+}
+float pixel_f32(std::uint64_t index, int ch, int r, int c) {
+  return static_cast<float>(index) + 0.25f * static_cast<float>(ch) + 0.01f * static_cast<float>(r * W + c);
+}
+
+std::string name_of(std::uint64_t index) { return "img" + std::to_string(index) + ".jpg"; }
+int label_of(std::uint64_t index) { return static_cast<int>(index % 7); }
+
+/// An hwc_u8 Image; with `roi`, its pixels are a view into a larger matrix (rows not contiguous).
+Image make_u8(std::uint64_t index, std::uint32_t epoch = 0, int width = W, int height = H, bool roi = false) {
+  cv::Mat pixels;
+  if (roi) {
+    cv::Mat big(height + 3, width + 5, CV_8UC3, cv::Scalar(9, 9, 9));
+    pixels = big(cv::Rect(2, 1, width, height));
+  } else {
+    pixels.create(height, width, CV_8UC3);
+  }
+  for (int r = 0; r < height; ++r)
+    for (int c = 0; c < width; ++c)
+      for (int ch = 0; ch < 3; ++ch) pixels.ptr<std::uint8_t>(r)[c * 3 + ch] = pixel_u8(index, r, c, ch);
+  return Image{.pixels = pixels,
+               .layout = PixelLayout::hwc_u8,
+               .label = label_of(index),
+               .index = index,
+               .epoch = epoch,
+               .name = name_of(index)};
+}
+
+/// A chw_f32 Image: three planes of H x W floats stacked into a (3H) x W matrix.
+Image make_f32(std::uint64_t index) {
+  cv::Mat pixels(3 * H, W, CV_32FC1);
+  for (int ch = 0; ch < 3; ++ch)
+    for (int r = 0; r < H; ++r)
+      for (int c = 0; c < W; ++c) pixels.at<float>(ch * H + r, c) = pixel_f32(index, ch, r, c);
+  return Image{.pixels = pixels,
+               .layout = PixelLayout::chw_f32,
+               .label = label_of(index),
+               .index = index,
+               .epoch = 0,
+               .name = name_of(index)};
+}
+
+/// Checks item i of an nhwc_u8 batch against the item the test made for `index`.
+::testing::AssertionResult holds_u8(const Batch& batch, std::size_t i, std::uint64_t index) {
+  const auto data = batch.u8().subspan(i * batch.shape().item_bytes(), batch.shape().item_bytes());
+  for (int r = 0; r < H; ++r)
+    for (int c = 0; c < W; ++c)
+      for (int ch = 0; ch < 3; ++ch) {
+        const std::uint8_t got = data[static_cast<std::size_t>((r * W + c) * 3 + ch)];
+        if (got != pixel_u8(index, r, c, ch))
+          return ::testing::AssertionFailure()
+                 << "item " << i << " (index " << index << ") pixel (" << r << ", " << c << ", " << ch << ") is "
+                 << int(got) << ", expected " << int(pixel_u8(index, r, c, ch));
+      }
+  if (batch.labels()[i] != label_of(index)) return ::testing::AssertionFailure() << "label of item " << i;
+  if (batch.indices()[i] != index) return ::testing::AssertionFailure() << "index of item " << i;
+  return ::testing::AssertionSuccess();
+}
+
+/// Collects what a Collate emits, without a pipeline.
+class Collector final : public graph::detail::EmitTarget<Batch> {
+ public:
+  void emit(Batch batch) override { batches.push_back(std::move(batch)); }
+  std::vector<Batch> batches;
+};
+
+/// Feeds `images` to `collate`, then flushes; returns the batches.
+std::vector<Batch> run_collate(Collate& collate, std::vector<Image> images, bool flush = true) {
+  Collector collector;
+  for (auto& image : images) {
+    graph::Emitter<Batch> out(collector);
+    collate(std::move(image), out);
+  }
+  if (flush) {
+    graph::Emitter<Batch> out(collector);
+    collate.flush(out);
+  }
+  return std::move(collector.batches);
+}
+
+const BatchShape shape4{.batch_size = 4, .height = H, .width = W};
+
+TEST(Collate, FullBatchesHoldPixelsLabelsIndicesAndNamesInOrder) {
+  BatchPool pool(shape4, 3);
+  Collate collate(pool);
+  std::vector<Image> images;
+  for (std::uint64_t i = 0; i < 8; ++i) images.push_back(make_u8(100 + i, 2, W, H, /*roi=*/i % 2 == 1));
+  const auto batches = run_collate(collate, std::move(images));
+
+  ASSERT_EQ(batches.size(), 2u);
+  for (std::size_t b = 0; b < 2; ++b) {
+    ASSERT_EQ(batches[b].size(), 4u);
+    EXPECT_EQ(batches[b].epoch(), 2u);
+    EXPECT_EQ(batches[b].data().size(), 4 * shape4.item_bytes());
+    for (std::size_t i = 0; i < 4; ++i) {
+      const std::uint64_t index = 100 + b * 4 + i;
+      EXPECT_TRUE(holds_u8(batches[b], i, index));
+      EXPECT_EQ(batches[b].names()[i], name_of(index));
+    }
+  }
+  EXPECT_EQ(collate.pending(), 0u);
+  EXPECT_EQ(pool.stats().free, 1u);
+}
+
+TEST(Collate, FlushEmitsTheFinalPartialBatch) {
+  BatchPool pool(shape4, 4);
+  Collate collate(pool);
+  std::vector<Image> images;
+  for (std::uint64_t i = 0; i < 10; ++i) images.push_back(make_u8(i));
+  const auto batches = run_collate(collate, std::move(images));
+
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].size(), 4u);
+  EXPECT_EQ(batches[1].size(), 4u);
+  ASSERT_EQ(batches[2].size(), 2u);
+  EXPECT_FALSE(batches[2].full());
+  EXPECT_EQ(batches[2].data().size(), 2 * shape4.item_bytes());
+  EXPECT_EQ(batches[2].labels().size(), 2u);
+  EXPECT_TRUE(holds_u8(batches[2], 0, 8));
+  EXPECT_TRUE(holds_u8(batches[2], 1, 9));
+}
+
+TEST(Collate, DropLastDropsThePartialBatch) {
+  BatchPool pool(shape4, 4);
+  Collate collate(pool, {.drop_last = true});
+  std::vector<Image> images;
+  for (std::uint64_t i = 0; i < 10; ++i) images.push_back(make_u8(i));
+  const auto batches = run_collate(collate, std::move(images));
+
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_TRUE(holds_u8(batches[1], 3, 7));
+  EXPECT_EQ(collate.pending(), 0u);
+  EXPECT_EQ(pool.stats().acquired, 2u);  // no slot was taken for the dropped items
+}
+
+TEST(Collate, BatchesDoNotSpanEpochs) {
+  BatchPool pool(shape4, 4);
+  Collate collate(pool);
+  std::vector<Image> images;
+  for (std::uint64_t i = 0; i < 5; ++i) images.push_back(make_u8(i, 0));
+  for (std::uint64_t i = 0; i < 3; ++i) images.push_back(make_u8(i, 1));
+  const auto batches = run_collate(collate, std::move(images));
+
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].size(), 4u);
+  EXPECT_EQ(batches[0].epoch(), 0u);
+  ASSERT_EQ(batches[1].size(), 1u);
+  EXPECT_EQ(batches[1].epoch(), 0u);
+  EXPECT_TRUE(holds_u8(batches[1], 0, 4));
+  ASSERT_EQ(batches[2].size(), 3u);
+  EXPECT_EQ(batches[2].epoch(), 1u);
+  EXPECT_TRUE(holds_u8(batches[2], 0, 0));
+}
+
+TEST(Collate, ItemsWaitOutsideThePool) {
+  BatchPool pool(shape4, 2);
+  Collate collate(pool);
+  std::vector<Image> images;
+  for (std::uint64_t i = 0; i < 3; ++i) images.push_back(make_u8(i));
+  const auto batches = run_collate(collate, std::move(images), /*flush=*/false);
+  EXPECT_TRUE(batches.empty());
+  EXPECT_EQ(collate.pending(), 3u);
+  EXPECT_EQ(pool.stats().free, 2u);
+}
+
+TEST(Collate, FloatPlanesAreCopiedAsNchw) {
+  const BatchShape shape{.batch_size = 2, .height = H, .width = W, .layout = BatchLayout::nchw_f32};
+  BatchPool pool(shape, 1);
+  Collate collate(pool);
+  const auto batches = run_collate(collate, {make_f32(3), make_f32(4)});
+  ASSERT_EQ(batches.size(), 1u);
+  const auto data = batches[0].f32();
+  ASSERT_EQ(data.size(), 2u * 3 * H * W);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (int ch = 0; ch < 3; ++ch)
+      for (int r = 0; r < H; ++r)
+        for (int c = 0; c < W; ++c)
+          ASSERT_EQ(data[i * 3 * H * W + static_cast<std::size_t>((ch * H + r) * W + c)], pixel_f32(3 + i, ch, r, c))
+              << "item " << i << " channel " << ch << " (" << r << ", " << c << ")";
+  EXPECT_EQ(batches[0].labels()[1], label_of(4));
+}
+
+TEST(Collate, WrongSizeIsAnErrorNamingTheItemAndBothSizes) {
+  BatchPool pool(BatchShape{.batch_size = 2, .height = 224, .width = 224}, 1);
+  Collate collate(pool);
+  Image image = make_u8(5, 0, 500, 375);
+  image.name = "photo.jpg";
+  Collector collector;
+  graph::Emitter<Batch> out(collector);
+  try {
+    collate(std::move(image), out);
+    FAIL() << "a 500x375 image went into a 224x224 batch";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_STREQ(error.what(),
+                 "collate: photo.jpg is 500x375 but the batch holds 224x224: add a resize/crop transform");
+  }
+  EXPECT_EQ(collate.pending(), 0u);
+}
+
+TEST(Collate, WrongLayoutIsAnErrorNamingTheItem) {
+  BatchPool pool(shape4, 1);
+  Collate collate(pool);
+  Collector collector;
+  graph::Emitter<Batch> out(collector);
+  try {
+    collate(make_f32(12), out);
+    FAIL() << "a chw_f32 image went into an nhwc_u8 batch";
+  } catch (const std::invalid_argument& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(name_of(12)), std::string::npos) << message;
+    EXPECT_NE(message.find("chw_f32"), std::string::npos) << message;
+    EXPECT_NE(message.find("nhwc_u8"), std::string::npos) << message;
+  }
+  // Without a name the index identifies the item.
+  Image unnamed = make_u8(77, 0, W + 1, H);
+  unnamed.name.clear();
+  EXPECT_THROW(
+      {
+        try {
+          collate(std::move(unnamed), out);
+        } catch (const std::invalid_argument& error) {
+          EXPECT_NE(std::string(error.what()).find("item 77"), std::string::npos) << error.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
+  EXPECT_TRUE(collector.batches.empty());
+}
+
+TEST(Collate, RejectsAPoolThatIsNotRgb) {
+  BatchPool pool(BatchShape{.batch_size = 2, .height = H, .width = W, .channels = 1}, 1);
+  EXPECT_THROW(Collate{pool}, std::invalid_argument);
+  EXPECT_EQ(Collate::stage_options().concurrency.max, 1);
+  EXPECT_TRUE(Collate::stage_options().ordered);
+}
+
+// ---- in a pipeline -------------------------------------------------------------------------------
+
+/// A source of `count` Images, indices 0..count-1.
+auto image_source(std::uint64_t count) {
+  return [i = std::uint64_t{0}, count]() mutable -> std::optional<Image> {
+    if (i == count) return std::nullopt;
+    return make_u8(i++);
+  };
+}
+
+/// A parallel ordered "augment" stage that finishes items out of order (uneven work), so that
+/// only the ordering keeps batches deterministic. Throws on item `fail_at`.
+auto augment(std::uint64_t fail_at = ~std::uint64_t{0}) {
+  return [fail_at](Image image) {
+    if (image.index == fail_at) throw std::runtime_error("augment failed on " + image.name);
+    if (image.index % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return image;
+  };
+}
+
+TEST(CollateInPipeline, BatchesArriveInOrderAndEverySlotReturns) {
+  constexpr std::uint64_t count = 103;
+  const BatchShape shape{.batch_size = 8, .height = H, .width = W};
+  BatchPool pool(shape, 3);
+  std::vector<std::uint64_t> seen;
+  std::size_t batches = 0;
+  std::size_t bad_items = 0;
+  graph::Pipeline pipe({.max_in_flight = 32, .threads = 4});
+  pipe.source("images", image_source(count))
+      .map("augment", augment(), {.concurrency = graph::parallel(3), .ordered = true})
+      .emit<Batch>("batch", Collate(pool), Collate::stage_options())
+      .sink("check", [&](Batch batch) {
+        ++batches;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          const std::uint64_t index = batch.indices()[i];
+          if (!holds_u8(batch, i, index) || batch.names()[i] != name_of(index)) ++bad_items;
+          seen.push_back(index);
+        }
+      });
+  const graph::RunReport report = pipe.run();
+
+  EXPECT_EQ(batches, 13u);  // 12 full + a final 7
+  ASSERT_EQ(seen.size(), count);
+  for (std::uint64_t i = 0; i < count; ++i) ASSERT_EQ(seen[i], i) << "items out of order";
+  EXPECT_EQ(bad_items, 0u);
+  EXPECT_FALSE(report.cancelled);
+  const BatchPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.free, 3u);
+  EXPECT_LE(stats.peak_in_use, 3u);
+  EXPECT_EQ(stats.acquired, 13u);
+}
+
+TEST(CollateInPipeline, DropLastInAPipeline) {
+  BatchPool pool(BatchShape{.batch_size = 8, .height = H, .width = W}, 2);
+  std::size_t items = 0;
+  graph::Pipeline pipe({.max_in_flight = 16, .threads = 2});
+  pipe.source("images", image_source(103))
+      .emit<Batch>("batch", Collate(pool, {.drop_last = true}), Collate::stage_options())
+      .sink("count", [&](Batch batch) {
+        EXPECT_TRUE(batch.full());
+        items += batch.size();
+      });
+  pipe.run();
+  EXPECT_EQ(items, 96u);
+  EXPECT_EQ(pool.stats().free, 2u);
+}
+
+enum class Thrower { augment, sink };
+
+class CollateFailure : public ::testing::TestWithParam<Thrower> {};
+
+// Whichever stage throws, run() rethrows it only once every batch is destroyed: the pool is whole
+// while the Pipeline (and its Collate) still exist.
+TEST_P(CollateFailure, EverySlotReturnsWhenAStageThrows) {
+  const BatchShape shape{.batch_size = 4, .height = H, .width = W};
+  BatchPool pool(shape, 3);
+  std::atomic<int> sunk{0};
+  const bool sink_throws = GetParam() == Thrower::sink;
+  graph::Pipeline pipe({.max_in_flight = 24, .threads = 4});
+  pipe.source("images", image_source(200))
+      .map("augment", augment(sink_throws ? ~std::uint64_t{0} : 37),
+           {.concurrency = graph::parallel(3), .ordered = true})
+      .emit<Batch>("batch", Collate(pool), Collate::stage_options())
+      .sink("train", [&](Batch batch) {
+        if (sink_throws && batch.indices()[0] == 20) throw std::runtime_error("train step failed");
+        sunk.fetch_add(static_cast<int>(batch.size()));
+      });
+  try {
+    pipe.run();
+    FAIL() << "run() did not rethrow";
+  } catch (const graph::StageError& error) {
+    EXPECT_EQ(error.stage(), sink_throws ? "train" : "augment");
+  }
+  EXPECT_LT(sunk.load(), 200);
+  const BatchPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.free, 3u) << "a batch slot was stranded by the failed run";
+  EXPECT_GE(stats.acquired, 1u);
+}
+
+std::string thrower_name(const ::testing::TestParamInfo<Thrower>& param) {
+  return param.param == Thrower::augment ? "augment" : "sink";
+}
+INSTANTIATE_TEST_SUITE_P(Stages, CollateFailure, ::testing::Values(Thrower::augment, Thrower::sink), thrower_name);
+
+// A consumer that keeps every batch starves the pool; closing the pool turns the batch stage's
+// endless wait into an error, and run() returns instead of hanging.
+TEST(CollateInPipeline, ClosingThePoolEndsARunBlockedOnIt) {
+  BatchPool pool(BatchShape{.batch_size = 4, .height = H, .width = W}, 2);
+  std::vector<Batch> kept;
+  graph::Pipeline pipe({.max_in_flight = 16, .threads = 2});
+  pipe.source("images", image_source(40))
+      .emit<Batch>("batch", Collate(pool), Collate::stage_options())
+      .sink("keep", [&](Batch batch) { kept.push_back(std::move(batch)); });
+  std::thread closer([&] {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (pool.stats().waits == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(200us);
+    pool.close();
+  });
+  try {
+    pipe.run();
+    FAIL() << "run() did not report the closed pool";
+  } catch (const graph::StageError& error) {
+    EXPECT_EQ(error.stage(), "batch");
+    EXPECT_NE(std::string(error.what()).find("closed"), std::string::npos) << error.what();
+  }
+  closer.join();
+  EXPECT_EQ(kept.size(), 2u);
+  kept.clear();
+  EXPECT_EQ(pool.stats().free, 2u);
+}
+
+}  // namespace
+}  // namespace stoke::nodes

@@ -1,0 +1,182 @@
+// `stoke pack`, run as a program: packs generated folders and lists, and the packs read back equal
+// to the originals. STOKE_CLI is the path of the built `stoke` executable.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dataset_test_support.hpp"
+#include "stoke/nodes/decode.hpp"
+#include "stoke/nodes/file_list.hpp"
+#include "stoke/nodes/image_folder.hpp"
+#include "stoke/nodes/packed.hpp"
+
+#ifndef STOKE_CLI
+#error "STOKE_CLI must be the path of the stoke executable"
+#endif
+
+namespace stoke::nodes {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// Runs `stoke pack <args>` (each argument single-quoted for the shell).
+Result run_pack(const TempDir& scratch, const std::vector<std::string>& args) {
+  std::string command = std::string("'") + STOKE_CLI + "' pack";
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  const fs::path out = scratch / "stdout.txt", err = scratch / "stderr.txt";
+  command += " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+/// root/{circle,square,triangle}/<i>.jpg, 48 x 32 JPEGs, plus a stray text file.
+void make_folder(const fs::path& root) {
+  const char* classes[] = {"circle", "square", "triangle"};
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 5; ++i) {
+      test::write_bytes(root / classes[c] / (std::to_string(i) + ".jpg"), test::small_jpeg(c * 10 + i, 48, 32));
+    }
+  }
+  test::write_text(root / "square/notes.txt", "not an image");
+}
+
+TEST(PackCommand, PacksAnImageFolderThatReadsBackEqualAndReportsIgnoredFiles) {
+  TempDir dir;
+  make_folder(dir / "images");
+  const Result result = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "out/x.stoke").string()});
+  ASSERT_EQ(result.exit_code, 1) << "the output folder does not exist yet: " << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("out/x.stoke"));
+
+  fs::create_directories(dir / "out");
+  const Result ok = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "out/x.stoke").string()});
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("wrote " + (dir / "out/x.stoke").string() + " (15 items"));
+  EXPECT_THAT(ok.out, HasSubstr("notes.txt: not an image (.txt)"));
+  EXPECT_THAT(ok.err, HasSubstr("15/15 items"));
+
+  const ImageFolder folder(dir / "images");
+  const PackedDataset pack(dir / "out/x.stoke");
+  ASSERT_EQ(pack.size(), folder.size());
+  EXPECT_EQ(pack.classes(), folder.classes());
+  EXPECT_EQ(pack.resize(), 0u);
+  for (std::size_t i = 0; i < pack.size(); ++i) {
+    EXPECT_EQ(test::to_vector(pack.read(i).bytes), test::to_vector(folder.read(i).bytes)) << i;
+    EXPECT_EQ(pack.label(i), folder.label(i));
+    EXPECT_EQ(pack.name(i), fs::path(folder.name(i)).lexically_relative(dir / "images").generic_string());
+  }
+}
+
+TEST(PackCommand, OutputDoesNotDependOnTheThreadCount) {
+  TempDir dir;
+  make_folder(dir / "images");
+  for (const char* threads : {"1", "4"}) {
+    const Result result =
+        run_pack(dir, {"--data", (dir / "images").string(), "--out",
+                       (dir / (std::string("t") + threads + ".stoke")).string(), "--threads", threads});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+  }
+  // The data files differ only in their random pack id (bytes 16..24 of the header).
+  std::string one = slurp(dir / "t1.stoke"), four = slurp(dir / "t4.stoke");
+  ASSERT_EQ(one.size(), four.size());
+  EXPECT_EQ(one.substr(32), four.substr(32));
+  const PackedDataset a(dir / "t1.stoke"), b(dir / "t4.stoke");
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a.name(i), b.name(i));
+}
+
+TEST(PackCommand, ResizeShrinksTheShorterSideKeepsSmallJpegsAndSkipsUndecodableFiles) {
+  TempDir dir;
+  test::write_bytes(dir / "images/a/big.jpg", test::small_jpeg(1, 64, 40));
+  test::write_bytes(dir / "images/a/small.jpg", test::small_jpeg(2, 20, 12));
+  test::write_bytes(dir / "images/b/tall.jpg", test::small_jpeg(3, 30, 90));
+  test::write_text(dir / "images/b/broken.jpg", "this is not a JPEG");
+
+  const Result result = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "r.stoke").string(),
+                                       "--resize", "16", "--quality", "80", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("broken.jpg: not an image"));
+  EXPECT_THAT(result.out, HasSubstr("\"items\":3,"));
+  EXPECT_THAT(result.out, HasSubstr("\"resized\":2,"));
+
+  const PackedDataset pack(dir / "r.stoke");
+  EXPECT_EQ(pack.resize(), 16u);
+  ASSERT_EQ(pack.size(), 3u);
+  const Decoder decoder;
+  const auto size_of = [&](std::size_t i) {
+    const ImageInfo info = decoder.probe(pack.read(i));
+    return std::pair(info.width, info.height);
+  };
+  EXPECT_EQ(pack.name(0), "a/big.jpg");
+  EXPECT_EQ(size_of(0), std::pair(25, 16));  // 64 x 40 -> int(16 * 64 / 40) x 16
+  EXPECT_EQ(pack.name(1), "a/small.jpg");
+  EXPECT_EQ(test::to_vector(pack.read(1).bytes), test::small_jpeg(2, 20, 12));  // small enough: kept as is
+  EXPECT_EQ(pack.name(2), "b/tall.jpg");
+  EXPECT_EQ(size_of(2), std::pair(16, 48));
+}
+
+TEST(PackCommand, OnErrorFailWritesNothing) {
+  TempDir dir;
+  test::write_bytes(dir / "images/a/good.jpg", test::small_jpeg(1));
+  test::write_text(dir / "images/a/broken.jpg", "this is not a JPEG");
+  const Result result = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "f.stoke").string(),
+                                       "--resize", "8", "--on-error", "fail"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("broken.jpg"));
+  EXPECT_FALSE(fs::exists(dir / "f.stoke"));
+  EXPECT_FALSE(fs::exists(dir / "f.stoke.idx"));
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr("f.stoke"))) << "left behind";
+  }
+}
+
+TEST(PackCommand, PacksAFileList) {
+  TempDir dir;
+  test::write_bytes(dir / "files/x.jpg", test::distinct_bytes(1));
+  test::write_bytes(dir / "files/y.jpg", test::distinct_bytes(2));
+  test::write_text(dir / "list.csv", "path,label\ny.jpg,2\nx.jpg,0\n");
+  const Result result = run_pack(dir, {"--list", (dir / "list.csv").string(), "--data", (dir / "files").string(),
+                                       "--out", (dir / "l.stoke").string()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const PackedDataset pack(dir / "l.stoke");
+  ASSERT_EQ(pack.size(), 2u);
+  EXPECT_EQ(pack.name(0), "y.jpg");
+  EXPECT_EQ(pack.label(0), 2);
+  EXPECT_EQ(test::to_vector(pack.read(0).bytes), test::distinct_bytes(2));
+  EXPECT_EQ(pack.classes(), (std::vector<std::string>{"0", "1", "2"}));
+}
+
+TEST(PackCommand, UsageErrorsExitWithTwo) {
+  TempDir dir;
+  EXPECT_EQ(run_pack(dir, {"--data", dir.path().string()}).exit_code, 2);  // no --out
+  EXPECT_EQ(run_pack(dir, {"--out", (dir / "x.stoke").string()}).exit_code, 2);
+  const Result quality = run_pack(dir, {"--data", ".", "--out", "x.stoke", "--quality", "50"});
+  EXPECT_EQ(quality.exit_code, 2);
+  EXPECT_THAT(quality.err, HasSubstr("--quality needs --resize"));
+  const Result help = run_pack(dir, {"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--resize"));
+}
+
+}  // namespace
+}  // namespace stoke::nodes
