@@ -11,6 +11,10 @@
 #include <stoke/nodes/image_folder.hpp>
 #include <stoke/nodes/packed.hpp>
 #include <stoke/nodes/registry.hpp>
+#if __has_include(<stoke/nodes/opencv_codec.hpp>)
+#include <stoke/nodes/opencv_codec.hpp>
+#define STOKE_APP_HAS_IMGCODECS 1
+#endif
 #include <thread>
 
 namespace stoke::app {
@@ -56,6 +60,14 @@ nodes::DatasetPtr open_dataset(const fs::path& path) {
     return std::make_shared<nodes::PackedDataset>(path);
   }
   return std::make_shared<nodes::FileList>(path, path.parent_path());
+}
+
+nodes::DecodeOptions default_decode_options() {
+  nodes::DecodeOptions options;
+#ifdef STOKE_APP_HAS_IMGCODECS
+  options.other_formats = nodes::opencv_codec();
+#endif
+  return options;
 }
 
 std::vector<nodes::TransformPtr> make_transforms(const InputConfig& config) {

@@ -26,6 +26,10 @@ namespace stoke::app {
 /// Throws std::runtime_error naming the path when it does not exist or cannot be opened.
 nodes::DatasetPtr open_dataset(const std::filesystem::path& path);
 
+/// JPEG through libjpeg-turbo, and other formats through OpenCV when this build has
+/// stoke::imgcodecs.
+nodes::DecodeOptions default_decode_options();
+
 /// What the input pipeline does; the defaults are the ImageNet training recipe at 224.
 struct InputConfig {
   std::size_t batch_size = 64;
@@ -42,7 +46,7 @@ struct InputConfig {
   bool shuffle = true;
   bool drop_last = false;
   graph::OnError on_error = graph::OnError::skip;
-  nodes::DecodeOptions decode;
+  nodes::DecodeOptions decode = default_decode_options();
 };
 
 /// The transforms `config` asks for (the default recipe when it lists none), made by the

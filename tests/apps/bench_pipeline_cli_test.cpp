@@ -1,0 +1,143 @@
+// `stoke bench pipeline`, run as a program on a folder with bad files among good ones: with the
+// default policy every bad file is skipped, counted and named, and images + skipped equals the
+// files read; with --on-error fail the run stops with a message naming a bad file.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dataset_test_support.hpp"
+
+#ifndef STOKE_CLI
+#error "STOKE_CLI must be the path of the stoke executable"
+#endif
+
+namespace stoke::nodes {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+using ::testing::HasSubstr;
+
+struct Result {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result run_stoke(const TempDir& scratch, const std::vector<std::string>& args) {
+  std::string command = std::string("'") + STOKE_CLI + "'";
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  const fs::path out = scratch / "stdout.txt", err = scratch / "stderr.txt";
+  command += " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+// A JPEG whose frame header claims 65535 x 65535.
+std::vector<std::byte> bomb_jpeg() {
+  auto bytes = test::small_jpeg(99, 40, 40);
+  for (std::size_t i = 0; i + 8 < bytes.size(); ++i) {
+    if (bytes[i] == std::byte{0xFF} && bytes[i + 1] == std::byte{0xC0}) {
+      for (std::size_t k = 5; k <= 8; ++k) bytes[i + k] = std::byte{0xFF};
+      return bytes;
+    }
+  }
+  ADD_FAILURE() << "no SOF0 marker in the test JPEG";
+  return bytes;
+}
+
+// 2 classes x 6 good 48x40 JPEGs, plus 5 bad files, all named bad_*.
+const std::vector<std::string> bad_files = {"a/bad_truncated.jpg", "a/bad_empty.jpg", "b/bad_text.jpg", "b/bad_gif.gif",
+                                            "b/bad_bomb.jpg"};
+
+void make_corpus(const fs::path& root) {
+  for (const char* cls : {"a", "b"}) {
+    for (int i = 0; i < 6; ++i) {
+      test::write_bytes(root / cls / ("good_" + std::to_string(i) + ".jpg"),
+                        test::small_jpeg(i + (cls[0] - 'a') * 10, 48, 40));
+    }
+  }
+  auto truncated = test::small_jpeg(42, 48, 40);
+  truncated.resize(truncated.size() / 2);
+  test::write_bytes(root / bad_files[0], truncated);
+  test::write_bytes(root / bad_files[1], {});
+  test::write_text(root / bad_files[2], "this is not an image\n");
+  test::write_text(root / bad_files[3], std::string("GIF89a\x01\x00\x01\x00\x00\x00\x00;", 14));
+  test::write_bytes(root / bad_files[4], bomb_jpeg());
+}
+
+TEST(BenchPipelineCommand, SkipsCountsAndNamesEveryBadFile) {
+  TempDir scratch;
+  make_corpus(scratch / "data");
+  const Result r = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
+                                       "--batch", "5", "--threads", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"images\":12,"));
+  EXPECT_THAT(r.out, HasSubstr("\"skipped\":5,"));
+  EXPECT_THAT(r.out, HasSubstr("\"files_read\":17,"));
+  for (const auto& bad : bad_files) EXPECT_THAT(r.out, HasSubstr(fs::path(bad).filename().string())) << bad;
+  EXPECT_EQ(r.out.find("good_"), std::string::npos) << "a good file was reported as skipped: " << r.out;
+  // One JSON line.
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+}
+
+TEST(BenchPipelineCommand, FailPolicyStopsNamingTheFile) {
+  TempDir scratch;
+  make_corpus(scratch / "data");
+  const Result r = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
+                                       "--batch", "5", "--on-error", "fail"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("bad_"));
+}
+
+TEST(BenchPipelineCommand, SameSeedSameImageCountWithEveryThreadCount) {
+  TempDir scratch;
+  make_corpus(scratch / "data");
+  for (const char* threads : {"1", "3"}) {
+    const Result r = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
+                                         "--batch", "4", "--epochs", "2", "--threads", threads, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("\"images\":24,")) << "threads " << threads;
+    EXPECT_THAT(r.out, HasSubstr("\"files_read\":34,")) << "threads " << threads;
+  }
+}
+
+TEST(BenchPipelineCommand, MissingDataNamesThePathAndUsageErrorsExit2) {
+  TempDir scratch;
+  const Result missing = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "nowhere").string()});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("nowhere"));
+  const Result usage = run_stoke(scratch, {"bench", "pipeline", "--data", "x", "--on-error", "maybe"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.err, HasSubstr("--on-error"));
+  const Result help = run_stoke(scratch, {"bench", "pipeline", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--transform"));
+}
+
+TEST(BenchPipelineCommand, UnknownTransformListsTheKnownOnes) {
+  TempDir scratch;
+  make_corpus(scratch / "data");
+  const Result r = run_stoke(
+      scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--transform", "random_crop size=32"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("random_resized_crop"));
+}
+
+}  // namespace
+}  // namespace stoke::nodes
