@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # From a fresh Debian checkout to a running pipeline: installs the dependencies, builds the
-# release preset, runs the example pipeline and the graph benchmark. Works from any directory.
+# release preset, generates the built-in shapes dataset, runs the input pipeline on it
+# (read -> decode -> random resized crop -> flip -> normalize -> batch) and the example pipeline.
+# Works from any directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -9,5 +11,7 @@ scripts/install-deps.sh
 cmake --preset release
 cmake --build --preset release -j2
 
+stoke=build/release/apps/stoke
+"${stoke}" gen-shapes --out build/shapes --classes 10 --train 200 --val 20 --size 64 --seed 1 --force
+"${stoke}" bench pipeline --data build/shapes/train --size 56 --epochs 3
 build/release/examples/pipeline/stoke_example_pipeline
-build/release/apps/stoke bench graph
