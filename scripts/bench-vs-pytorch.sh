@@ -7,14 +7,14 @@
 #   scripts/bench-vs-pytorch.sh [CORPUS_DIR] [SECONDS]
 #
 # Builds the corpus (1000 photo-like JPEGs, ~500x375, >= 100 KB each on average) from
-# ../shared/data/photos when CORPUS_DIR does not exist yet; installs PyTorch from Debian if missing.
+# tests/data/photos when CORPUS_DIR does not exist yet; installs PyTorch from Debian if missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 corpus="${1:-build/photo-corpus}"
 seconds="${2:-30}"
 stoke="${STOKE:-build/release/apps/stoke}"
-photos="${PHOTOS:-../shared/data/photos}"
+photos="${PHOTOS:-tests/data/photos}"
 
 scripts/install-deps.sh --bench
 if [[ ! -x "${stoke}" ]]; then

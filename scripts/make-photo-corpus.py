@@ -29,7 +29,7 @@ import time
 import numpy as np
 from PIL import Image
 
-DEFAULT_SOURCE = "/work/shared/data/photos"
+DEFAULT_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "photos")
 MAX_GRAIN = 48.0
 
 
