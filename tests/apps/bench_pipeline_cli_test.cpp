@@ -13,11 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_support.hpp"
 #include "dataset_test_support.hpp"
-
-#ifndef STOKE_CLI
-#error "STOKE_CLI must be the path of the stoke executable"
-#endif
 
 namespace stoke::nodes {
 namespace {
@@ -26,27 +23,8 @@ namespace fs = std::filesystem;
 using test::TempDir;
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Result run_stoke(const TempDir& scratch, const std::vector<std::string>& args) {
-  std::string command = std::string("'") + STOKE_CLI + "'";
-  for (const std::string& arg : args) command += " '" + arg + "'";
-  const fs::path out = scratch / "stdout.txt", err = scratch / "stderr.txt";
-  command += " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
+using Result = stoke::test::CliResult;
+using stoke::test::run_stoke;
 
 // A JPEG whose frame header claims 65535 x 65535.
 std::vector<std::byte> bomb_jpeg() {
@@ -84,8 +62,8 @@ void make_corpus(const fs::path& root) {
 TEST(BenchPipelineCommand, SkipsCountsAndNamesEveryBadFile) {
   TempDir scratch;
   make_corpus(scratch / "data");
-  const Result r = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
-                                       "--batch", "5", "--threads", "2", "--json"});
+  const Result r = run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "data").string(), "--size",
+                                              "32", "--batch", "5", "--threads", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("\"images\":12,"));
   EXPECT_THAT(r.out, HasSubstr("\"skipped\":5,"));
@@ -99,8 +77,8 @@ TEST(BenchPipelineCommand, SkipsCountsAndNamesEveryBadFile) {
 TEST(BenchPipelineCommand, FailPolicyStopsNamingTheFile) {
   TempDir scratch;
   make_corpus(scratch / "data");
-  const Result r = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
-                                       "--batch", "5", "--on-error", "fail"});
+  const Result r = run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "data").string(), "--size",
+                                              "32", "--batch", "5", "--on-error", "fail"});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_THAT(r.err, HasSubstr("bad_"));
 }
@@ -109,8 +87,8 @@ TEST(BenchPipelineCommand, SameSeedSameImageCountWithEveryThreadCount) {
   TempDir scratch;
   make_corpus(scratch / "data");
   for (const char* threads : {"1", "3"}) {
-    const Result r = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
-                                         "--batch", "4", "--epochs", "2", "--threads", threads, "--json"});
+    const Result r = run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "data").string(), "--size",
+                                                "32", "--batch", "4", "--epochs", "2", "--threads", threads, "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("\"images\":24,")) << "threads " << threads;
     EXPECT_THAT(r.out, HasSubstr("\"files_read\":34,")) << "threads " << threads;
@@ -119,13 +97,13 @@ TEST(BenchPipelineCommand, SameSeedSameImageCountWithEveryThreadCount) {
 
 TEST(BenchPipelineCommand, MissingDataNamesThePathAndUsageErrorsExit2) {
   TempDir scratch;
-  const Result missing = run_stoke(scratch, {"bench", "pipeline", "--data", (scratch / "nowhere").string()});
+  const Result missing = run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "nowhere").string()});
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.err, HasSubstr("nowhere"));
-  const Result usage = run_stoke(scratch, {"bench", "pipeline", "--data", "x", "--on-error", "maybe"});
+  const Result usage = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--on-error", "maybe"});
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.err, HasSubstr("--on-error"));
-  const Result help = run_stoke(scratch, {"bench", "pipeline", "--help"});
+  const Result help = run_stoke(scratch.path(), {"bench", "pipeline", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--transform"));
 }
@@ -133,8 +111,8 @@ TEST(BenchPipelineCommand, MissingDataNamesThePathAndUsageErrorsExit2) {
 TEST(BenchPipelineCommand, UnknownTransformListsTheKnownOnes) {
   TempDir scratch;
   make_corpus(scratch / "data");
-  const Result r = run_stoke(
-      scratch, {"bench", "pipeline", "--data", (scratch / "data").string(), "--transform", "random_crop size=32"});
+  const Result r = run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "data").string(), "--transform",
+                                              "random_crop size=32"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("random_resized_crop"));
 }

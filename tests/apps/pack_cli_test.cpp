@@ -11,15 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "cli_test_support.hpp"
 #include "dataset_test_support.hpp"
 #include "stoke/nodes/decode.hpp"
 #include "stoke/nodes/file_list.hpp"
 #include "stoke/nodes/image_folder.hpp"
 #include "stoke/nodes/packed.hpp"
-
-#ifndef STOKE_CLI
-#error "STOKE_CLI must be the path of the stoke executable"
-#endif
 
 namespace stoke::nodes {
 namespace {
@@ -28,27 +25,13 @@ namespace fs = std::filesystem;
 using test::TempDir;
 using ::testing::HasSubstr;
 
-struct Result {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
+using Result = stoke::test::CliResult;
+using stoke::test::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// Runs `stoke pack <args>` (each argument single-quoted for the shell).
-Result run_pack(const TempDir& scratch, const std::vector<std::string>& args) {
-  std::string command = std::string("'") + STOKE_CLI + "' pack";
-  for (const std::string& arg : args) command += " '" + arg + "'";
-  const fs::path out = scratch / "stdout.txt", err = scratch / "stderr.txt";
-  command += " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+/// Runs `stoke pack <args>`.
+Result run_pack(const TempDir& scratch, std::vector<std::string> args) {
+  args.insert(args.begin(), "pack");
+  return stoke::test::run_stoke(scratch.path(), args);
 }
 
 /// root/{circle,square,triangle}/<i>.jpg, 48 x 32 JPEGs, plus a stray text file.
