@@ -74,10 +74,18 @@ class Timer {
 };
 
 // The skip report names items by stream position; the reason usually starts with the file.
+// Skips come in source order, so each epoch's permutation is computed once.
 std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input) {
   std::vector<SkippedFile> out;
+  const std::size_t per_epoch = input.order.per_epoch();
+  std::optional<std::uint64_t> epoch;
+  std::vector<std::uint64_t> order;
   for (const auto& item : report.skipped_items) {
-    const std::string file = input.dataset->name(static_cast<std::size_t>(input.item_at(item.index)));
+    if (item.index / per_epoch != epoch) {
+      epoch = item.index / per_epoch;
+      order = input.order.indices(static_cast<std::uint32_t>(*epoch));
+    }
+    const std::string file = input.dataset->name(static_cast<std::size_t>(order[item.index % per_epoch]));
     std::string reason = item.reason;
     if (reason.rfind(file + ": ", 0) == 0) reason.erase(0, file.size() + 2);
     out.push_back({file, item.stage + ": " + reason});
@@ -99,7 +107,6 @@ Result run_pipeline(const InputConfig& config, const nodes::DatasetPtr& dataset,
 
   std::optional<Timer> stop_timer;
   if (seconds > 0) stop_timer.emplace(seconds, [&] { pipe.stop(); });
-  std::optional<Timer> ticker;
   std::atomic<bool> running{true};
   std::thread progress_thread;
   const auto start = Clock::now();

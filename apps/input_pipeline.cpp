@@ -78,13 +78,6 @@ std::vector<nodes::TransformPtr> make_transforms(const InputConfig& config) {
   return nodes::Registry::builtin().make_list(std::span<const std::string>(specs));
 }
 
-std::uint64_t Input::item_at(std::uint64_t position) const {
-  const std::size_t per_epoch = order.per_epoch();
-  if (per_epoch == 0) return position;
-  const auto epoch = static_cast<std::uint32_t>(position / per_epoch);
-  return order.indices(epoch)[position % per_epoch];
-}
-
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   if (!dataset) throw std::invalid_argument("make_input: no dataset");
   if (config.batch_size == 0 || config.size <= 0)
@@ -103,10 +96,10 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   options.max_in_flight = config.in_flight > 0 ? config.in_flight : std::max<std::size_t>(2 * config.batch_size, 64);
 
   nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle, .seed = config.seed});
-  // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it, one in the
-  // consumer's hands and one being filled. With that many the batch stage never waits for a slot:
-  // the graph's backpressure stops it first.
-  nodes::BatchPool pool(shape, config.prefetch + 3);
+  // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
+  // consumer's hands (Collate takes a slot only once a batch is complete). With that many the
+  // batch stage never waits for a slot: the graph's backpressure stops it first.
+  nodes::BatchPool pool(shape, config.prefetch + 2);
   return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options};
 }
 

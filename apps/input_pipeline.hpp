@@ -60,9 +60,6 @@ struct Input {
   nodes::BatchPool pool;
   std::vector<nodes::TransformPtr> transforms;
   graph::PipelineOptions pipeline_options;
-
-  /// The dataset item at source-stream position `position` (what graph reports as an index).
-  std::uint64_t item_at(std::uint64_t position) const;
 };
 
 /// Builds the Input for `dataset` and `config`: batch shape from the transforms (float NCHW when

@@ -22,6 +22,7 @@
 #include "cli.hpp"
 #pragma GCC diagnostic pop
 #include "commands.hpp"
+#include "json.hpp"
 #include "stoke/graph/pipeline.hpp"
 #include "stoke/graph/signal.hpp"
 #include "stoke/nodes/decode.hpp"
@@ -156,24 +157,6 @@ std::string human_bytes(std::uint64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
   return text;
-}
-
-/// JSON string literal.
-std::string quote(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 struct Skipped {
@@ -312,19 +295,27 @@ int pack(int argc, char** argv) {
   print_skipped("skipped, not part of the dataset", ignored, c.verbose);
 
   if (c.json) {
-    std::string line = "{\"command\":\"pack\",\"data\":" + quote(summary.data.string()) +
-                       ",\"index\":" + quote(summary.index.string()) + ",\"items\":" + std::to_string(summary.items) +
-                       ",\"data_bytes\":" + std::to_string(summary.data_bytes) +
-                       ",\"index_bytes\":" + std::to_string(summary.index_bytes) +
-                       ",\"classes\":" + std::to_string(dataset->classes().size()) +
-                       ",\"resize\":" + std::to_string(c.resize) + ",\"resized\":" + std::to_string(resized) +
-                       ",\"failed\":[";
-    for (std::size_t i = 0; i < failed.size(); ++i) {
-      line += (i ? "," : "") + std::string("{\"path\":") + quote(failed[i].path) +
-              ",\"reason\":" + quote(failed[i].reason) + "}";
+    using U = std::uint64_t;
+    Json j;
+    j.field("command", "pack");
+    j.field("data", summary.data.string());
+    j.field("index", summary.index.string());
+    j.field("items", static_cast<U>(summary.items));
+    j.field("data_bytes", static_cast<U>(summary.data_bytes));
+    j.field("index_bytes", static_cast<U>(summary.index_bytes));
+    j.field("classes", static_cast<U>(dataset->classes().size()));
+    j.field("resize", static_cast<U>(c.resize));
+    j.field("resized", static_cast<U>(resized));
+    j.begin_array("failed");
+    for (const auto& f : failed) {
+      j.begin_object();
+      j.field("path", f.path);
+      j.field("reason", f.reason);
+      j.end_object();
     }
-    line += "],\"ignored\":" + std::to_string(ignored.size()) + "}";
-    std::printf("%s\n", line.c_str());
+    j.end_array();
+    j.field("ignored", static_cast<U>(ignored.size()));
+    std::printf("%s\n", j.str().c_str());
   }
   return 0;
 }

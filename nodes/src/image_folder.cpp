@@ -215,15 +215,6 @@ int ImageFolder::label(std::size_t i) const {
 
 std::string ImageFolder::name(std::size_t i) const { return path(i).string(); }
 
-Sample ImageFolder::read(std::size_t i) const {
-  const fs::path& file = path(i);
-  Sample sample;
-  sample.bytes = Bytes(read_file(file.string()));
-  sample.encoding = Encoding::encoded;
-  sample.label = items_[i].label;
-  sample.index = i;
-  sample.name = file.string();
-  return sample;
-}
+Sample ImageFolder::read(std::size_t i) const { return detail::read_file_sample(path(i), items_[i].label, i); }
 
 }  // namespace stoke::nodes
