@@ -98,4 +98,7 @@ void Runtime::execute_and_wait(const std::function<void()>& body) {
 
 void* Runtime::flow_graph() noexcept { return impl_->graph.get(); }
 
+void Runtime::hold() noexcept { impl_->graph->reserve_wait(); }
+void Runtime::release() noexcept { impl_->graph->release_wait(); }
+
 }  // namespace stoke::graph::detail

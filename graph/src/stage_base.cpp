@@ -6,6 +6,8 @@
 #include <chrono>
 #include <utility>
 
+#include "stoke/graph/errors.hpp"
+
 namespace stoke::graph::detail {
 
 // A function_node with unlimited concurrency is the stage's way of starting tasks on the graph;
@@ -132,6 +134,21 @@ void StageBase::finish() {
 bool StageBase::finished() const {
   std::lock_guard lock(mutex_);
   return finished_;
+}
+
+void StageBase::account(std::uint64_t index, std::int64_t begin) {
+  const std::int64_t end = ticks();
+  busy_ticks_.fetch_add(end - begin, std::memory_order_relaxed);
+  if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
+}
+
+void StageBase::fail_or_skip(std::uint64_t index, std::exception_ptr error) {
+  if (options_.on_error == OnError::skip) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    runtime_.record_skip(name_, index, describe(error));
+  } else {
+    runtime_.fail(StageError(name_, index, std::move(error)));
+  }
 }
 
 void StageBase::note_queue_locked() noexcept { peak_queued_ = std::max(peak_queued_, queued_locked()); }

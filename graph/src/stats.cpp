@@ -15,6 +15,8 @@ const char* to_string(StageKind kind) noexcept {
       return "filter";
     case StageKind::emit:
       return "emit";
+    case StageKind::async:
+      return "async";
     case StageKind::sink:
       return "sink";
   }

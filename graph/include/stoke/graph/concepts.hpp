@@ -5,6 +5,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "stoke/graph/completion.hpp"
 #include "stoke/graph/emitter.hpp"
 
 namespace stoke::graph {
@@ -39,6 +40,11 @@ concept FilterBody = std::invocable<F&, In&&> && detail::is_optional<std::invoke
 template <class F, class In, class Out>
 concept EmitBody = std::invocable<F&, In&&, Emitter<Out>&> &&
                    std::is_void_v<std::invoke_result_t<F&, In&&, Emitter<Out>&>>;
+
+/// `void(In, Completion<Out>)`: starts work that resolves the Completion later, from any thread.
+template <class F, class In, class Out>
+concept AsyncBody = std::invocable<F&, In&&, Completion<Out>&&> &&
+                    std::is_void_v<std::invoke_result_t<F&, In&&, Completion<Out>&&>>;
 
 template <class F, class Out>
 concept Flushable = requires(F& f, Emitter<Out>& out) { f.flush(out); };

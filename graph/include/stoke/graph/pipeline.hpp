@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "stoke/graph/concepts.hpp"
+#include "stoke/graph/detail/async_stage.hpp"
 #include "stoke/graph/detail/stages.hpp"
 #include "stoke/graph/options.hpp"
 #include "stoke/graph/stats.hpp"
@@ -43,6 +44,13 @@ class Flow {
   /// `body.flush(Emitter<Out>&)`, if it exists, runs once after the last input.
   template <Item Out, class F>
   requires EmitBody<F, T, Out> Flow<Out> emit(std::string name, F body, StageOptions options = {}) &&;
+
+  /// Appends a stage calling `body(In, Completion<Out>)`, which starts work that finishes later,
+  /// elsewhere (a GPU stream, another thread), and returns at once; the Completion, resolved from
+  /// any thread, hands the output on (see completion.hpp). `concurrency` bounds the operations
+  /// outstanding; no thread of the pipeline waits for them.
+  template <Item Out, class F>
+  requires AsyncBody<F, T, Out> Flow<Out> async(std::string name, F body, StageOptions options = {}) &&;
 
   /// Ends the pipeline with a stage calling `body(In)`.
   template <class F>
@@ -163,6 +171,15 @@ requires EmitBody<F, T, Out> Flow<Out> Flow<T>::emit(std::string name, F body, S
   check_open(name);
   auto& stage =
       pipeline_->add_stage<detail::Stage<T, Out, F, StageKind::emit>>(std::move(name), std::move(body), options);
+  *link_ = &stage;
+  return Flow<Out>(*pipeline_, stage.next_link());
+}
+
+template <Item T>
+template <Item Out, class F>
+requires AsyncBody<F, T, Out> Flow<Out> Flow<T>::async(std::string name, F body, StageOptions options) && {
+  check_open(name);
+  auto& stage = pipeline_->add_stage<detail::AsyncStage<T, Out, F>>(std::move(name), std::move(body), options);
   *link_ = &stage;
   return Flow<Out>(*pipeline_, stage.next_link());
 }

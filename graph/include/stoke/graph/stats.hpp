@@ -10,7 +10,7 @@
 
 namespace stoke::graph {
 
-enum class StageKind { source, map, filter, emit, sink };
+enum class StageKind { source, map, filter, emit, async, sink };
 const char* to_string(StageKind kind) noexcept;
 
 /// A snapshot of one stage. Times are wall-clock, summed over the stage's lifetime so far.

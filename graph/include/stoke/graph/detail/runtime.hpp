@@ -74,6 +74,10 @@ class Runtime {
   void execute_and_wait(const std::function<void()>& body);
   /// The oneTBB flow graph the stages' nodes live in (an opaque tbb::flow::graph*).
   void* flow_graph() noexcept;
+  /// An operation outside the graph's tasks (an async stage's) is outstanding: the run does not
+  /// end until the matching release(). Any thread.
+  void hold() noexcept;
+  void release() noexcept;
 
   void begin() noexcept;
   std::int64_t started_ticks() const noexcept { return started_ticks_; }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -96,6 +97,11 @@ class StageBase {
   void finish();
 
   void note_queue_locked() noexcept;
+
+  /// Adds a body call that began at `begin` (ticks) to the busy time, and to the trace.
+  void account(std::uint64_t index, std::int64_t begin);
+  /// A body call failed: skipped and listed (OnError::skip) or the run fails (OnError::fail).
+  void fail_or_skip(std::uint64_t index, std::exception_ptr error);
 
   Runtime& runtime_;
   const std::string name_;

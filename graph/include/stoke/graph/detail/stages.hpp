@@ -106,6 +106,15 @@ class InputStage : public StageBase {
     return true;
   }
 
+  /// Claims the next item for this task, or gives the task's slot back (and reports whether the
+  /// stage is now done). Called locked.
+  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done) {
+    if (active_ <= limit_ && claim_locked(item, discarded)) return true;
+    --active_;
+    done = finish_ready_locked();
+    return false;
+  }
+
   void discard(std::vector<Envelope<In>>& items) noexcept {
     if (items.empty()) return;
     std::uint32_t credits = 0;
@@ -276,7 +285,7 @@ class Stage final : public InputStage<In> {
     {
       typename Base::Locked lock(*this);
       --this->starting_;
-      claimed = claim_or_leave_locked(item, discarded, done);
+      claimed = this->claim_or_leave_locked(item, discarded, done);
     }
     for (;;) {
       this->discard(discarded);
@@ -294,7 +303,7 @@ class Stage final : public InputStage<In> {
           tasks = this->plan_spawns_locked();
           done = tasks == 0 && this->finish_ready_locked();
         } else {
-          claimed = claim_or_leave_locked(item, discarded, done);
+          claimed = this->claim_or_leave_locked(item, discarded, done);
         }
       }
       if (follow) {
@@ -334,7 +343,7 @@ class Stage final : public InputStage<In> {
         try {
           body_.flush(emitter);
         } catch (...) {
-          fail_or_skip(no_index, std::current_exception());
+          this->fail_or_skip(no_index, std::current_exception());
         }
       }
     }
@@ -343,15 +352,6 @@ class Stage final : public InputStage<In> {
 
  private:
   bool ordered_output() const noexcept { return this->options_.ordered && this->parallel(); }
-
-  /// Claims the next item for this task, or gives the task's slot back (and reports whether the
-  /// stage is now done). Called locked.
-  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done) {
-    if (this->active_ <= this->limit_ && this->claim_locked(item, discarded)) return true;
-    --this->active_;
-    done = this->finish_ready_locked();
-    return false;
-  }
 
   /// Runs the body on one item and hands on what it produced; returns the next stage if a slot
   /// there was reserved for this thread.
@@ -368,13 +368,13 @@ class Stage final : public InputStage<In> {
       } catch (...) {
         error = std::current_exception();
       }
-      account(item.index, begin);
+      this->account(item.index, begin);
       if (result) {
         this->items_out_.fetch_add(1, std::memory_order_relaxed);
         return out_.send(Envelope<Out>{std::move(result), item.seq, item.index, item.credits}, true);
       }
       if (error)
-        fail_or_skip(item.index, error);
+        this->fail_or_skip(item.index, error);
       else
         this->dropped_.fetch_add(1, std::memory_order_relaxed);
       out_.hole(this->runtime_, this->wiring_.forward_holes, item.seq, item.index, item.credits);
@@ -390,8 +390,8 @@ class Stage final : public InputStage<In> {
           error = std::current_exception();
         }
       }
-      account(item.index, begin);
-      if (error) fail_or_skip(item.index, error);
+      this->account(item.index, begin);
+      if (error) this->fail_or_skip(item.index, error);
       if (!target.credit_given()) {
         if (!error) this->dropped_.fetch_add(1, std::memory_order_relaxed);
         this->runtime_.release_credits(item.credits);
@@ -404,29 +404,14 @@ class Stage final : public InputStage<In> {
       } catch (...) {
         error = std::current_exception();
       }
-      account(item.index, begin);
+      this->account(item.index, begin);
       if (error)
-        fail_or_skip(item.index, error);
+        this->fail_or_skip(item.index, error);
       else
         this->items_out_.fetch_add(1, std::memory_order_relaxed);
       item.value.reset();  // destroy the item before its credit returns
       this->runtime_.release_credits(item.credits);
       return nullptr;
-    }
-  }
-
-  void account(std::uint64_t index, std::int64_t begin) {
-    const std::int64_t end = ticks();
-    this->busy_ticks_.fetch_add(end - begin, std::memory_order_relaxed);
-    if (this->runtime_.tracing()) this->runtime_.record_span(this->wiring_.id, index, begin, end);
-  }
-
-  void fail_or_skip(std::uint64_t index, std::exception_ptr error) {
-    if (this->options_.on_error == OnError::skip) {
-      this->skipped_.fetch_add(1, std::memory_order_relaxed);
-      this->runtime_.record_skip(this->name_, index, describe(error));
-    } else {
-      this->runtime_.fail(StageError(this->name_, index, std::move(error)));
     }
   }
 
