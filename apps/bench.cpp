@@ -11,6 +11,9 @@ int bench(int argc, char** argv) {
       Subcommand{"graph", "throughput and per-item overhead of the graph executor on synthetic stages", bench_graph},
       Subcommand{"pipeline", "images/s of the CPU input pipeline (read, decode, augment, batch) on a dataset",
                  bench_pipeline},
+      Subcommand{"device",
+                 "host-to-device bandwidth and the overlap of copies with a synthetic compute kernel (GPU or CPU)",
+                 bench_device},
   };
   return dispatch("bench", "Measure the throughput of stoke's parts.", benchmarks, argc, argv);
 }

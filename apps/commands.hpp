@@ -17,6 +17,9 @@ int bench_graph(int argc, char** argv);
 /// `stoke bench pipeline`: the CPU input pipeline on a dataset (apps/bench_pipeline.cpp).
 int bench_pipeline(int argc, char** argv);
 
+/// `stoke bench device`: copies and synthetic compute, pipelined vs serial (apps/bench_device.cpp).
+int bench_device(int argc, char** argv);
+
 /// `stoke gen-shapes`: writes the synthetic shapes dataset as JPEG ImageFolders (apps/gen_shapes.cpp).
 int gen_shapes(int argc, char** argv);
 

@@ -1,0 +1,27 @@
+// Private to stoke::gpu: what convert.cpp (validation, the table, dispatch) hands to the CUDA
+// build's kernel launcher in cuda/convert.cu. Includes no CUDA header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "stoke/gpu/dtype.hpp"
+#include "stoke/gpu/stream.hpp"
+
+namespace stoke::gpu::detail {
+
+/// values[c][v] = (float(v) / 255 - mean[c]) / stddev[c], computed in float on the host exactly as
+/// nodes::Normalize computes its table, so that every path that looks values up here agrees with
+/// it bit for bit. Plain arrays, so that device code can index it; 16-byte aligned, so that a
+/// kernel can copy it in float4s.
+struct ConvertTable {
+  alignas(16) float values[3][256];
+};
+
+/// Enqueues the conversion on `stream` (a CUDA stream). Arguments already validated by
+/// convert_u8: n > 0, height and width > 0, channels in 1..3, dtype f32 or bf16, pointers not
+/// null. Throws CudaError when the launch fails.
+void launch_convert_u8(const std::uint8_t* src, void* dst, std::size_t n, int height, int width, int channels,
+                       const ConvertTable& table, DType dtype, TensorLayout layout, StreamView stream);
+
+}  // namespace stoke::gpu::detail
