@@ -15,3 +15,18 @@ fi
 cmake --preset ci -DSTOKE_WARNINGS_AS_ERRORS="${werror}"
 cmake --build --preset ci -j2
 ctest --preset ci -j2
+
+# The build without CUDA must keep working where the toolkit is installed too (where it is not,
+# the build above was one): build the CPU-only gpu layer, the app and their tests, and run them.
+# (cuda_runtime_test exists only in a build with CUDA.)
+if [[ -e build/ci/tests/gpu/cuda_runtime_test ]]; then
+  cpu_tests=(device_test device_stages_test convert_test nvml_monitor_test)
+  cmake -S . -B build/ci-cpu -DCMAKE_BUILD_TYPE=Release -DSTOKE_CUDA=OFF -DSTOKE_BUILD_EXAMPLES=OFF \
+    -DSTOKE_WARNINGS_AS_ERRORS="${werror}"
+  cmake --build build/ci-cpu -j2 --target stoke_cli "${cpu_tests[@]}"
+  for test in "${cpu_tests[@]}"; do
+    build/ci-cpu/tests/gpu/"${test}" --gtest_brief=1
+  done
+  build/ci-cpu/apps/stoke bench device --device cpu --batch 4 --size 16 --batches 8 --compute-us 100 >/dev/null
+  echo "CPU-only build (STOKE_CUDA=OFF): ok"
+fi

@@ -176,6 +176,7 @@ Device select_device(std::string_view spec, std::ostream* log) {
     return Device::cpu();
   }
   const Device device = parse_device(spec);
+  if (device.is_cpu() && log != nullptr) *log << "stoke: running on the CPU, as asked (--device cpu)\n";
   if (device.is_cuda() && device.ordinal() >= cuda_device_count())
     throw DeviceError(detail::missing_device_message(device));
   return device;

@@ -77,10 +77,10 @@ TEST(Device, StrRoundTripsThroughParseDevice) {
 
 // ---- select_device and the reason CUDA is unusable
 
-TEST(SelectDevice, CpuIsTheCpuWithoutALogLine) {
+TEST(SelectDevice, CpuIsTheCpuWithOneLineSayingSo) {
   std::ostringstream log;
   EXPECT_EQ(select_device("cpu", &log), Device::cpu());
-  EXPECT_EQ(log.str(), "");
+  EXPECT_EQ(log.str(), "stoke: running on the CPU, as asked (--device cpu)\n");
 }
 
 TEST(SelectDevice, AutoFallsBackToTheCpuWithOneLineSayingWhy) {

@@ -73,7 +73,7 @@ Device parse_device(std::string_view spec);
 /// The device a run should use:
 /// - "auto": cuda:0 when a CUDA device is usable, else the CPU, and one line on `log` (if not null)
 ///   saying why, e.g. "stoke: no CUDA device (no CUDA driver was found); running on the CPU".
-/// - "cpu": the CPU, silently.
+/// - "cpu": the CPU, and one line on `log` saying it was asked for.
 /// - "cuda" / "cuda:N": that device; DeviceError when it does not exist, naming the devices that
 ///   do ("cuda:2 does not exist: this machine has 1 CUDA device (cuda:0)") or why there are none.
 Device select_device(std::string_view spec = "auto", std::ostream* log = nullptr);
