@@ -335,8 +335,10 @@ double ideal_speedup(const PipelineResult& p) {
   return std::max(copy, compute) > 0 ? (copy + compute) / std::max(copy, compute) : 1.0;
 }
 
+// Compute time over wall time, per stream: 100 % means every stream was busy the whole run.
 double busy_pct(const PipelineResult& p) {
-  return p.seconds > 0 ? 100.0 * p.compute.compute_time.count() / (p.seconds * 1000.0) : 0.0;
+  const double streams = std::max(p.compute.streams, 1);
+  return p.seconds > 0 ? 100.0 * p.compute.compute_time.count() / (p.seconds * 1000.0 * streams) : 0.0;
 }
 
 void print_json(const Config& c, gpu::Device device, const Bandwidth& bw, const PipelineResult& p,
@@ -406,7 +408,7 @@ void print_text(const Config& c, gpu::Device device, const Bandwidth& bw, const 
   std::printf("pipelined: %llu batches, %llu images in %.3f s: %.1f images/s\n",
               static_cast<unsigned long long>(p.batches), static_cast<unsigned long long>(p.images), p.seconds, piped);
   std::printf("  compute busy     %5.1f %%  (%.1f ms of %s time%s)\n", busy_pct(p), p.compute.compute_time.count(),
-              device.is_cuda() ? "GPU event" : "callable wall", c.streams > 1 ? ", summed over the streams" : "");
+              device.is_cuda() ? "GPU event" : "callable wall", c.streams > 1 ? ", averaged over the streams" : "");
   std::printf("  compute starved  %5.1f %%  (%.1f ms waiting for a batch)\n",
               p.seconds > 0 ? p.starved_ms / (p.seconds * 10.0) : 0.0, p.starved_ms);
   if (device.is_cuda()) {
@@ -440,8 +442,8 @@ int bench_device(int argc, char** argv) {
                      "kernel of --compute-us per batch. Prints images/s, the compute stage's busy and starved time,\n"
                      "and the speedup over the same batches done serially (copy, compute, wait; one at a time).\n"
                      "With --compute-us large next to the copy, the ideal speedup is (copy + compute) / max of them.\n"
-                     "Compute busy: the stage's time (GPU events on CUDA, summed over the streams; the callable's\n"
-                     "wall time on the CPU) over the run's; starved: the time it had no batch to work on.\n\n"
+                     "Compute busy: the stage's time (GPU events on CUDA, the callable's wall time on the CPU) over\n"
+                     "the run's, averaged over the streams; starved: the time it had no batch to work on.\n\n"
                      "  stoke bench device --batch 256 --size 224\n"
                      "  stoke bench device --device cpu --batch 32 --size 64 --batches 50 --compute-us 1000 --json");
   cli.add()("device", po::value(&c.device)->default_value(c.device),

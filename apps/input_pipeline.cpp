@@ -99,7 +99,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
   // consumer's hands (Collate takes a slot only once a batch is complete). With that many the
   // batch stage never waits for a slot: the graph's backpressure stops it first.
-  nodes::BatchPool pool(shape, config.prefetch + 2);
+  nodes::BatchPool pool(shape, config.prefetch + 2, config.allocator);
   return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options};
 }
 

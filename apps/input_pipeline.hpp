@@ -47,6 +47,9 @@ struct InputConfig {
   bool drop_last = false;
   graph::OnError on_error = graph::OnError::skip;
   nodes::DecodeOptions decode = default_decode_options();
+  /// Where batch slots come from: the host allocator, or gpu::batch_allocator(device) (pinned
+  /// memory) when the batches go to a CUDA device.
+  nodes::AllocatorPtr allocator = nodes::host_allocator();
 };
 
 /// The transforms `config` asks for (the default recipe when it lists none), made by the

@@ -1,9 +1,13 @@
-# stoke_add_test(NAME <name> SOURCES <file>... [LIBS <target>...] [GPU])
+# stoke_add_test(NAME <name> SOURCES <file>... [LIBS <target>...] [GPU]
+#                [STOKE_LIBS <target>...] [TEST_PREFIX <prefix>] [TEST_FILTER <gtest filter>])
 #
 # Adds a GoogleTest executable linked to GTest::gtest_main, stoke::stoke and LIBS, built with the
 # project's warnings, and registers each of its tests with ctest (gtest_discover_tests). Tests get
 # the label "gpu" when GPU is given (they must GTEST_SKIP without a device), else "cpu":
 #   ctest -L cpu        ctest -LE gpu
+# STOKE_LIBS replaces stoke::stoke (e.g. stoke_gpu_sim, stoke::gpu built on the simulated CUDA
+# runtime of tests/gpu/sim); TEST_PREFIX goes before each ctest name (e.g. "sim."); TEST_FILTER
+# registers only the tests it matches (gtest's --gtest_filter syntax).
 # With STOKE_INSTALL_TESTS=ON, the GPU-labelled executables, and those STOKE_BUNDLE_EXTRA_TESTS
 # names, are installed to libexec/stoke/tests for the relocatable bundle (cmake/StokeBundle.cmake);
 # the global property STOKE_INSTALLED_TESTS lists them.
@@ -12,7 +16,7 @@ include(GoogleTest)
 include(StokeBundle)
 
 function(stoke_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU" "NAME" "SOURCES;LIBS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU" "NAME;TEST_PREFIX;TEST_FILTER" "SOURCES;LIBS;STOKE_LIBS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "stoke_add_test: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -26,14 +30,26 @@ function(stoke_add_test)
     set(label cpu)
   endif()
 
+  if(NOT arg_STOKE_LIBS)
+    set(arg_STOKE_LIBS stoke::stoke)
+  endif()
+
   add_executable(${arg_NAME} ${arg_SOURCES})
-  target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main stoke::stoke ${arg_LIBS}
+  target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main ${arg_STOKE_LIBS} ${arg_LIBS}
     $<BUILD_INTERFACE:stoke_warnings>)
   set(properties LABELS "${label}" TIMEOUT 300)
   if(STOKE_TEST_ENVIRONMENT)  # sanitizer options (top-level CMakeLists.txt)
     list(APPEND properties ENVIRONMENT "${STOKE_TEST_ENVIRONMENT}")
   endif()
+  set(discover_args "")
+  if(arg_TEST_PREFIX)
+    list(APPEND discover_args TEST_PREFIX "${arg_TEST_PREFIX}")
+  endif()
+  if(arg_TEST_FILTER)
+    list(APPEND discover_args TEST_FILTER "${arg_TEST_FILTER}")
+  endif()
   gtest_discover_tests(${arg_NAME}
+    ${discover_args}
     DISCOVERY_TIMEOUT 60
     PROPERTIES ${properties})
 

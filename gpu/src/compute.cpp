@@ -132,7 +132,7 @@ StreamView ComputeEngine::stream(const Lane& lane) const noexcept {
   return state.stream ? state.stream->view() : StreamView::host();
 }
 
-void ComputeEngine::finish(Lane lane, DeviceBatch& batch, Callback then,
+void ComputeEngine::finish(Lane lane, DeviceBatch batch, Callback then,
                            std::function<void(std::exception_ptr)> on_error) {
   const int index = lane.index();
   LaneState& state = *impl_->lanes[static_cast<std::size_t>(index)];
@@ -142,6 +142,7 @@ void ComputeEngine::finish(Lane lane, DeviceBatch& batch, Callback then,
       std::lock_guard lock(impl_->mutex);
       --state.outstanding;
     }
+    batch.release();
     then();
     return;
   }
@@ -152,7 +153,7 @@ void ComputeEngine::finish(Lane lane, DeviceBatch& batch, Callback then,
   const std::uint64_t sequence = batch.sequence();
   state.watcher->after(
       slot.compute_end,
-      [this, index, items, sequence, &slot, then = std::move(then)]() mutable {
+      [this, index, items, sequence, &slot, batch = std::move(batch), then = std::move(then)]() mutable {
         std::chrono::duration<double, std::milli> time{0};
         try {
           time = Event::elapsed(slot.compute_start, slot.compute_end);
@@ -161,6 +162,7 @@ void ComputeEngine::finish(Lane lane, DeviceBatch& batch, Callback then,
         } catch (...) {  // timing is best effort; the batch is done either way
         }
         impl_->done(index, items, time);
+        batch.release();  // the GPU is done with the slot
         then();
       },
       [this, index, on_error = std::move(on_error)](std::exception_ptr error) {

@@ -98,10 +98,12 @@ TEST_F(DeviceStagesOnGpu, ConvertOnTheDeviceMatchesTheCpu) {
         return back;
       }, {.convert = options});
       int compared = 0;
+      // sequence() keeps counting across the runs of one ToDevice; each run's source starts at 0.
+      const std::uint64_t first = to_device.stats().batches;
       run_device_pipeline(PatternSource(pool, 3), to_device, compute,
                           [&](Computed<std::shared_ptr<PinnedBuffer>> r) {
                             std::vector<std::uint8_t> raw(shape.data_bytes());
-                            for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = pattern(r.sequence, i);
+                            for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = pattern(r.sequence - first, i);
                             std::vector<std::byte> expected(r.value->size());
                             convert_u8(raw.data(), expected.data(), shape.batch_size, shape.height, shape.width, 3,
                                        options, StreamView::host());

@@ -111,10 +111,11 @@ class ComputeEngine {
   /// start, converts (setting batch.input()).
   Lane start(DeviceBatch& batch);
   StreamView stream(const Lane& lane) const noexcept;
-  /// After the callable enqueued its work: records the end and runs `then` once the GPU is done
-  /// (on the lane's watcher thread; at once on the CPU device); `on_error` gets a failure to wait.
-  /// Unlocks the lane.
-  void finish(Lane lane, DeviceBatch& batch, Callback then, std::function<void(std::exception_ptr)> on_error);
+  /// After the callable enqueued its work: records the end and, once the GPU is done, gives the
+  /// batch's slot back and runs `then` (on the lane's watcher thread; at once on the CPU device);
+  /// `on_error` gets a failure to wait. Takes the batch, so that nothing else can move it out
+  /// while finish() still reads it. Unlocks the lane.
+  void finish(Lane lane, DeviceBatch batch, Callback then, std::function<void(std::exception_ptr)> on_error);
   /// On the CPU device, the callable's wall time is added here.
   void add_cpu_time(std::chrono::nanoseconds time, std::size_t items) noexcept;
 
@@ -158,11 +159,8 @@ class Compute {
     out.indices.assign(batch.indices().begin(), batch.indices().end());
     auto shared_done = std::make_shared<graph::Completion<Output>>(std::move(done));
     engine_->finish(
-        std::move(lane), batch,
-        [batch = std::move(batch), out = std::move(out), shared_done]() mutable {
-          batch.release();  // the GPU is done with the slot
-          (*shared_done)(std::move(out));
-        },
+        std::move(lane), std::move(batch),
+        [out = std::move(out), shared_done]() mutable { (*shared_done)(std::move(out)); },
         [shared_done](std::exception_ptr error) { shared_done->fail(std::move(error)); });
   }
 
