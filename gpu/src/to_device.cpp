@@ -137,8 +137,6 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
     out.data_ = slot.data;
     out.device_labels_ = slot.labels;
     out.input_ = out.pixels();
-    out.slots_ = shared_from_this();
-    out.slot_ = &slot;
     std::uint64_t sequence = 0;
     {
       std::lock_guard lock(mutex_);
@@ -149,6 +147,8 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
       slot.holds = 2;
     }
     out.sequence_ = sequence;
+    out.slots_ = shared_from_this();  // from here on, the batch holds the slot (one of its 2 holds)
+    out.slot_ = &slot;
     watcher_->after(
         slot.copy_end, [this, &slot, sequence] { copy_done(slot, sequence); },
         [this, &slot](std::exception_ptr error) {
