@@ -1,6 +1,7 @@
 // Umbrella header for stoke::graph.
 #pragma once
 
+#include "stoke/graph/autotune.hpp"
 #include "stoke/graph/concepts.hpp"
 #include "stoke/graph/emitter.hpp"
 #include "stoke/graph/errors.hpp"
