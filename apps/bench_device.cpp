@@ -31,7 +31,11 @@
 #include <utility>
 #include <vector>
 
+// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
+#pragma GCC diagnostic pop
 #include "commands.hpp"
 #include "json.hpp"
 

@@ -16,35 +16,16 @@
 
 cmake_minimum_required(VERSION 3.25)  # policies of this version (IN_LIST) in script mode
 
-foreach(var IN ITEMS STOKE_BINARY_DIR WORK_DIR BINDIR LIBDIR EXPECTED_RPATH_REL RPATH_TAG PROVIDED_FILE VERSION)
-  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
-    message(FATAL_ERROR "check_bundle.cmake: -D${var}=... is required")
-  endif()
-endforeach()
+set(CHECK_NAME "bundle check")
+set(CHECK_SCRIPT "check_bundle.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/check_support.cmake")
+require_vars(STOKE_BINARY_DIR WORK_DIR BINDIR LIBDIR EXPECTED_RPATH_REL RPATH_TAG PROVIDED_FILE VERSION)
 
 set(prefix "${WORK_DIR}/prefix")
 set(moved "${WORK_DIR}/moved")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
-# run(<step> <command>...): runs the command, stops with its output if it fails; the output is in
-# last_output.
-function(run step)
-  execute_process(COMMAND ${ARGN}
-    RESULT_VARIABLE result
-    OUTPUT_VARIABLE output
-    ERROR_VARIABLE output)
-  if(NOT result STREQUAL "0")
-    list(JOIN ARGN " " command)
-    message(FATAL_ERROR "bundle check: ${step} failed (${result})\n  command: ${command}\n${output}")
-  endif()
-  set(last_output "${output}" PARENT_SCOPE)
-endfunction()
-
-set(config_args "")
-if(NOT "${CONFIG}" STREQUAL "")
-  set(config_args --config "${CONFIG}")
-endif()
 run("install" "${CMAKE_COMMAND}" --install "${STOKE_BINARY_DIR}" --prefix "${prefix}" ${config_args})
 run("install of the runtime dependencies" "${CMAKE_COMMAND}" --install "${STOKE_BINARY_DIR}" --prefix "${prefix}"
   --component stoke_runtime_deps ${config_args})

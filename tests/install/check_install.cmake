@@ -7,34 +7,15 @@
 # Variables (-D): STOKE_BINARY_DIR, STOKE_SOURCE_DIR, WORK_DIR, CONFIG (may be empty), GENERATOR,
 # CXX_COMPILER, SANITIZE_FLAGS (compile and link flags the installed library was built with).
 
-foreach(var IN ITEMS STOKE_BINARY_DIR STOKE_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
-  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
-    message(FATAL_ERROR "check_install.cmake: -D${var}=... is required")
-  endif()
-endforeach()
+set(CHECK_NAME "install check")
+set(CHECK_SCRIPT "check_install.cmake")
+include("${CMAKE_CURRENT_LIST_DIR}/check_support.cmake")
+require_vars(STOKE_BINARY_DIR STOKE_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
 
 set(prefix "${WORK_DIR}/prefix")
 set(build "${WORK_DIR}/build")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
-
-# run(<step> <command>...): runs the command, stops with its output if it fails.
-function(run step)
-  execute_process(COMMAND ${ARGN}
-    RESULT_VARIABLE result
-    OUTPUT_VARIABLE output
-    ERROR_VARIABLE output)
-  if(NOT result STREQUAL "0")
-    list(JOIN ARGN " " command)
-    message(FATAL_ERROR "install check: ${step} failed (${result})\n  command: ${command}\n${output}")
-  endif()
-  set(last_output "${output}" PARENT_SCOPE)
-endfunction()
-
-set(config_args "")
-if(NOT "${CONFIG}" STREQUAL "")
-  set(config_args --config "${CONFIG}")
-endif()
 
 run("install" "${CMAKE_COMMAND}" --install "${STOKE_BINARY_DIR}" --prefix "${prefix}" ${config_args})
 

@@ -36,19 +36,7 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
  protected:
   void run_task() override {
     Envelope<In> item;
-    std::vector<Envelope<In>> discarded;
-    bool done = false;
-    bool claimed = false;
-    {
-      typename Base::Locked lock(*this);
-      --this->starting_;
-      claimed = this->claim_or_leave_locked(item, discarded, done);
-    }
-    this->discard(discarded);
-    if (!claimed) {
-      if (done) this->finish();
-      return;
-    }
+    if (!this->claim_first(item)) return;
     this->notify_upstream();
     start(std::move(item));  // the task's slot now belongs to the operation
   }

@@ -115,6 +115,22 @@ class InputStage : public StageBase {
     return false;
   }
 
+  /// A task's first claim: takes the next item, or gives the task's slot back (finishing the
+  /// stage if nothing is left to do). Discards what a cancellation left queued.
+  bool claim_first(Envelope<In>& item) {
+    std::vector<Envelope<In>> discarded;
+    bool done = false;
+    bool claimed = false;
+    {
+      Locked lock(*this);
+      --starting_;
+      claimed = claim_or_leave_locked(item, discarded, done);
+    }
+    discard(discarded);
+    if (!claimed && done) finish();
+    return claimed;
+  }
+
   void discard(std::vector<Envelope<In>>& items) noexcept {
     if (items.empty()) return;
     std::uint32_t credits = 0;
@@ -279,23 +295,14 @@ class Stage final : public InputStage<In> {
   // queued) and follows the output into the next stage on this thread, depth first.
   void run_task() override {
     Envelope<In> item;
+    if (!this->claim_first(item)) return;
     std::vector<Envelope<In>> discarded;
-    bool done = false;
-    bool claimed = false;
-    {
-      typename Base::Locked lock(*this);
-      --this->starting_;
-      claimed = this->claim_or_leave_locked(item, discarded, done);
-    }
     for (;;) {
-      this->discard(discarded);
-      if (!claimed) {
-        if (done) this->finish();
-        return;
-      }
       this->notify_upstream();
       InputStage<Out>* follow = process(std::move(item));
       int tasks = 0;
+      bool done = false;
+      bool claimed = false;
       {
         typename Base::Locked lock(*this);
         if (follow) {
@@ -310,6 +317,11 @@ class Stage final : public InputStage<In> {
         this->spawn(tasks);
         if (done) this->finish();
         follow->run_task();
+        return;
+      }
+      this->discard(discarded);
+      if (!claimed) {
+        if (done) this->finish();
         return;
       }
     }
