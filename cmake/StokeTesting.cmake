@@ -1,4 +1,4 @@
-# stoke_add_test(NAME <name> SOURCES <file>... [LIBS <target>...] [GPU]
+# stoke_add_test(NAME <name> SOURCES <file>... [LIBS <target>...] [GPU] [SERIAL]
 #                [STOKE_LIBS <target>...] [TEST_PREFIX <prefix>] [TEST_FILTER <gtest filter>])
 #
 # Adds a GoogleTest executable linked to GTest::gtest_main, stoke::stoke and LIBS, built with the
@@ -7,7 +7,8 @@
 #   ctest -L cpu        ctest -LE gpu
 # STOKE_LIBS replaces stoke::stoke (e.g. stoke_gpu_sim, stoke::gpu built on the simulated CUDA
 # runtime of tests/gpu/sim); TEST_PREFIX goes before each ctest name (e.g. "sim."); TEST_FILTER
-# registers only the tests it matches (gtest's --gtest_filter syntax).
+# registers only the tests it matches (gtest's --gtest_filter syntax). SERIAL runs its tests
+# alone (RUN_SERIAL): for tests whose subject is how a pipeline reacts to the cores it gets.
 # With STOKE_INSTALL_TESTS=ON, the GPU-labelled executables, and those STOKE_BUNDLE_EXTRA_TESTS
 # names, are installed to libexec/stoke/tests for the relocatable bundle (cmake/StokeBundle.cmake);
 # the global property STOKE_INSTALLED_TESTS lists them.
@@ -16,7 +17,7 @@ include(GoogleTest)
 include(StokeBundle)
 
 function(stoke_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU" "NAME;TEST_PREFIX;TEST_FILTER" "SOURCES;LIBS;STOKE_LIBS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU;SERIAL" "NAME;TEST_PREFIX;TEST_FILTER" "SOURCES;LIBS;STOKE_LIBS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "stoke_add_test: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -38,6 +39,9 @@ function(stoke_add_test)
   target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main ${arg_STOKE_LIBS} ${arg_LIBS}
     $<BUILD_INTERFACE:stoke_warnings>)
   set(properties LABELS "${label}" TIMEOUT 300)
+  if(arg_SERIAL)
+    list(APPEND properties RUN_SERIAL TRUE)
+  endif()
   if(STOKE_TEST_ENVIRONMENT)  # sanitizer options (top-level CMakeLists.txt)
     list(APPEND properties ENVIRONMENT "${STOKE_TEST_ENVIRONMENT}")
   endif()

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <thread>
+
+#include <sched.h>
+#include <unistd.h>
 #include <utility>
 
 namespace stoke::graph {
@@ -36,29 +40,55 @@ DecisionKind inverse(DecisionKind kind) {
 
 }  // namespace
 
-const char* to_string(DecisionKind kind) noexcept {
-  switch (kind) {
-    case DecisionKind::grow:
-      return "grow";
-    case DecisionKind::shrink:
-      return "shrink";
-    case DecisionKind::grow_in_flight:
-      return "grow-in-flight";
-    case DecisionKind::shrink_in_flight:
-      return "shrink-in-flight";
+int usable_cores() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::size_t available_memory() noexcept {
+  try {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    std::size_t kib = 0;
+    std::string unit;
+    while (meminfo >> key >> kib >> unit)
+      if (key == "MemAvailable:") return kib * 1024;
+  } catch (...) {
   }
-  return "unknown";
+  const long pages = sysconf(_SC_AVPHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) : 0;
 }
 
 Autotuner::Autotuner(AutotuneOptions options) : options_(std::move(options)) {
-  if (options_.cpu_budget <= 0) options_.cpu_budget = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options_.cpu_budget <= 0) options_.cpu_budget = usable_cores();
   options_.smoothing = std::clamp(options_.smoothing, 0.01, 1.0);
   options_.patience = std::max(options_.patience, 1);
 }
 
 std::size_t Autotuner::in_flight_ceiling() const noexcept {
-  if (options_.memory_budget == 0 || options_.item_bytes == 0) return std::numeric_limits<std::size_t>::max();
-  return std::max<std::size_t>(options_.memory_budget / options_.item_bytes, 1);
+  std::size_t ceiling = std::numeric_limits<std::size_t>::max();
+  if (options_.memory_budget > 0 && options_.item_bytes > 0)
+    ceiling = std::max<std::size_t>(options_.memory_budget / options_.item_bytes, 1);
+  if (options_.max_in_flight > 0)
+    ceiling = std::min(ceiling, options_.max_in_flight);
+  else if (options_.memory_budget == 0 || options_.item_bytes == 0)
+    ceiling = default_cap_ > 0 ? default_cap_ : ceiling;
+  return ceiling;
+}
+
+double Autotuner::cores_in_use() const noexcept {
+  double cores = 0;
+  for (const StageLoad& load : loads_) cores += load.cores();
+  return cores;
+}
+
+std::size_t Autotuner::target_index() const noexcept {
+  for (std::size_t i = 0; i < loads_.size(); ++i)
+    if (loads_[i].name == options_.target) return i;
+  return loads_.empty() ? 0 : loads_.size() - 1;
 }
 
 void Autotuner::measure(const std::vector<StageStats>& stats, std::chrono::nanoseconds now) {
@@ -75,6 +105,7 @@ void Autotuner::measure(const std::vector<StageStats>& stats, std::chrono::nanos
     const double blocked = seconds(s.blocked - p.blocked) / dt;
     const double rate = static_cast<double>(s.items_out - p.items_out) / dt;
     load.name = s.name;
+    load.kind = s.kind;
     load.utilization = a * std::clamp(busy, 0.0, 1.0) + (1 - a) * load.utilization;
     load.starved = a * std::clamp(starved, 0.0, 1.0) + (1 - a) * load.starved;
     load.blocked = a * std::clamp(blocked, 0.0, 1.0) + (1 - a) * load.blocked;
@@ -83,19 +114,6 @@ void Autotuner::measure(const std::vector<StageStats>& stats, std::chrono::nanos
     load.min_concurrency = s.min_concurrency;
     load.max_concurrency = s.max_concurrency;
   }
-}
-
-int Autotuner::threads_in_use() const {
-  int threads = 0;
-  for (const StageLoad& load : loads_)
-    if (load.max_concurrency > 1) threads += load.concurrency;
-  return threads;
-}
-
-double Autotuner::sink_rate() const {
-  for (const StageLoad& load : loads_)
-    if (load.name == options_.target) return load.rate;
-  return loads_.empty() ? 0.0 : loads_.back().rate;
 }
 
 bool Autotuner::is_tabu(const Decision& d) const {
@@ -110,125 +128,180 @@ Decision Autotuner::make(DecisionKind kind, const std::string& stage, std::size_
 
 std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
   if (loads_.empty()) return std::nullopt;
-  std::size_t target = loads_.size() - 1;
-  for (std::size_t i = 0; i < loads_.size(); ++i)
-    if (loads_[i].name == options_.target) target = i;
+  const std::size_t target = target_index();
   const StageLoad& sink = loads_[target];
   const auto accept = [&](const Decision& d) -> std::optional<Decision> {
     if (is_tabu(d)) return std::nullopt;
     return d;
   };
 
-  // Stages that could give a thread back, least used first.
-  std::vector<std::size_t> donors;
-  for (std::size_t i = 0; i < loads_.size(); ++i)
-    if (i != target && loads_[i].max_concurrency > 1 && loads_[i].concurrency > loads_[i].min_concurrency &&
-        loads_[i].utilization < options_.idle)
-      donors.push_back(i);
-  std::sort(donors.begin(), donors.end(),
-            [&](std::size_t x, std::size_t y) { return loads_[x].utilization < loads_[y].utilization; });
-
-  if (sink.utilization >= options_.saturated) {
-    // The target is saturated: extra threads elsewhere only spin. Give one back.
+  if (sink.working() >= options_.saturated) {
+    // The target is saturated: threads elsewhere that wait more than they work only spin and
+    // hold items. The least used gives one back.
+    std::vector<std::size_t> donors;
+    for (std::size_t i = 0; i < loads_.size(); ++i)
+      if (i != target && loads_[i].kind != StageKind::async && loads_[i].concurrency > loads_[i].min_concurrency &&
+          loads_[i].utilization < options_.idle)
+        donors.push_back(i);
+    std::sort(donors.begin(), donors.end(),
+              [&](std::size_t x, std::size_t y) { return loads_[x].utilization < loads_[y].utilization; });
     for (const std::size_t i : donors) {
       const StageLoad& d = loads_[i];
       if (auto decision = accept(make(DecisionKind::shrink, d.name, static_cast<std::size_t>(d.concurrency),
                                        static_cast<std::size_t>(d.concurrency - 1),
-                                       sink.name + " is saturated (busy " + percent(sink.utilization) + "); " + d.name +
-                                           " uses " + percent(d.utilization) + " of its " +
+                                       sink.name + " is saturated (at work " + percent(sink.working()) + "); " +
+                                           d.name + " uses " + percent(d.utilization) + " of its " +
                                            std::to_string(d.concurrency) + " calls: one goes back")))
         return decision;
     }
     return std::nullopt;
   }
-  if (sink.starved < 1.0 - options_.saturated) return std::nullopt;  // neither saturated nor starving
 
-  // The target starves. The bottleneck is the busiest stage in front of it.
+  // The target waits. The bottleneck is the busiest saturated stage in front of it.
   std::vector<std::size_t> upstream;
   for (std::size_t i = 0; i < target; ++i) upstream.push_back(i);
   std::sort(upstream.begin(), upstream.end(),
             [&](std::size_t x, std::size_t y) { return loads_[x].utilization > loads_[y].utilization; });
+  const std::string starving = sink.name + " idles " + percent(1.0 - sink.working()) + " of the time";
+  bool any_saturated = false;
   for (const std::size_t i : upstream) {
     const StageLoad& b = loads_[i];
     if (b.utilization < options_.saturated) break;  // the rest are less busy still
+    any_saturated = true;
     if (b.concurrency >= b.max_concurrency) continue;  // serial, or at its maximum
-    const std::string why_grow = sink.name + " starves " + percent(sink.starved) + " of the time; " + b.name +
-                                 " is busy " + percent(b.utilization) + " of its " + std::to_string(b.concurrency) +
-                                 " calls";
-    if (threads_in_use() < options_.cpu_budget || b.max_concurrency <= 1) {
-      if (auto decision = accept(make(DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency),
-                                       static_cast<std::size_t>(b.concurrency + 1), why_grow + ": one more")))
-        return decision;
-      continue;
-    }
-    // At the CPU budget: move a thread from the least used stage.
-    for (const std::size_t j : donors) {
-      if (j == i) continue;
-      const StageLoad& d = loads_[j];
-      if (auto decision = accept(make(DecisionKind::shrink, d.name, static_cast<std::size_t>(d.concurrency),
-                                       static_cast<std::size_t>(d.concurrency - 1),
-                                       why_grow + ", at the CPU budget of " + std::to_string(options_.cpu_budget) +
-                                           " threads; " + d.name + " (busy " + percent(d.utilization) +
-                                           ") gives one up for it")))
-        return decision;
-    }
-    return std::nullopt;  // nothing to take from: the budget is the limit
+    const double cores = cores_in_use();
+    const std::string why = starving + "; " + b.name + " is busy " + percent(b.utilization) + " of its " +
+                            std::to_string(b.concurrency) + " call" + (b.concurrency > 1 ? "s" : "");
+    // One more call is about one more core (async stages excepted): it must fit the budget,
+    // give or take half a core (a stage's calls also wait, for I/O or locks).
+    if (b.kind != StageKind::async && cores + 1.0 > options_.cpu_budget + 0.5)
+      return std::nullopt;  // the CPU budget is the limit: the stages use what they may
+    if (auto decision = accept(make(DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency),
+                                     static_cast<std::size_t>(b.concurrency + 1), why + ": one more")))
+      return decision;
+  }
+  if (any_saturated) return std::nullopt;
+
+  // No stage in front is saturated, yet the target waits: items may be held back by the
+  // in-flight limit (or the queues) rather than by work. Let more in flight.
+  const std::size_t ceiling = in_flight_ceiling();
+  const std::string busiest =
+      upstream.empty() ? std::string("none")
+                       : loads_[upstream.front()].name + " " + percent(loads_[upstream.front()].utilization);
+  if (max_in_flight < ceiling) {
+    const std::size_t step = sink.working() < 0.5 ? max_in_flight : max_in_flight / 2;
+    const std::size_t to = std::min(ceiling, max_in_flight + std::max<std::size_t>(step, 1));
+    if (auto decision = accept(make(DecisionKind::grow_in_flight, "", max_in_flight, to,
+                                    starving + " and no stage in front is saturated (busiest: " + busiest +
+                                        "): more items in flight")))
+      return decision;
   }
 
-  // No stage in front is saturated, yet the target starves: items are held back by the in-flight
-  // limit (or the queues), not by work. Let more in flight.
-  bool any_saturated = false;
-  for (const std::size_t i : upstream) any_saturated = any_saturated || loads_[i].utilization >= options_.saturated;
-  if (any_saturated) return std::nullopt;
-  const std::size_t ceiling = in_flight_ceiling();
-  if (max_in_flight >= ceiling) return std::nullopt;
-  const std::size_t to = std::min(ceiling, std::max(max_in_flight + 1, max_in_flight + max_in_flight / 2));
-  const std::string busiest = upstream.empty() ? std::string("none")
-                                                : loads_[upstream.front()].name + " " +
-                                                      percent(loads_[upstream.front()].utilization);
-  return accept(make(DecisionKind::grow_in_flight, "", max_in_flight, to,
-                     sink.name + " starves " + percent(sink.starved) + " of the time and no stage is saturated (busiest: " +
-                         busiest + "): more items in flight"));
+  // More in flight does not help (or may not grow): the stages hand items on with gaps (too few
+  // threads for them all, say). The busiest, if it works more than it idles, gets one more call.
+  if (upstream.empty()) return std::nullopt;
+  const StageLoad& b = loads_[upstream.front()];
+  if (b.utilization < options_.idle || b.concurrency >= b.max_concurrency) return std::nullopt;
+  if (b.kind != StageKind::async && cores_in_use() + 1.0 > options_.cpu_budget + 0.5) return std::nullopt;
+  return accept(make(DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency),
+                     static_cast<std::size_t>(b.concurrency + 1),
+                     starving + "; more in flight did not help and " + b.name + " is the busiest stage (" +
+                         percent(b.utilization) + " of its " + std::to_string(b.concurrency) + " call" +
+                         (b.concurrency > 1 ? "s" : "") + "): one more"));
+}
+
+std::vector<Decision> Autotuner::judge(const Pending& judged) {
+  const std::uint64_t progress = marks_.back().progress;
+  const double items = progress > judged.progress_at ? static_cast<double>(progress - judged.progress_at) : 0.0;
+  const double span = seconds(now_ - judged.made_at);
+  const double after = span > 0 ? items / span : 0.0;
+  const double gain = judged.rate_before > 0 ? after / judged.rate_before - 1.0 : 0.0;
+  // Counting whole items resolves a rate to about one item per window: a change smaller than that
+  // is not evidence either way, and the move stands.
+  const double resolution = std::min(0.25, 1.0 / std::max(judged.items_before, 1.0) + 1.0 / std::max(items, 1.0));
+  const DecisionKind kind = judged.decision.kind;
+  const bool is_grow = kind == DecisionKind::grow || kind == DecisionKind::grow_in_flight;
+  const bool failed = is_grow ? gain < options_.min_gain - resolution : gain < -options_.min_gain - resolution;
+  if (!failed) return {};
+
+  // A grow that took its stage out of saturation while another stage in front of the target is
+  // saturated found a bottleneck shared by two stages: grow the other too, and judge both.
+  if (kind == DecisionKind::grow && judged.chain.size() < 2) {
+    const std::size_t target = target_index();
+    for (std::size_t i = 0; i < target; ++i) {
+      const StageLoad& grown = loads_[i];
+      if (grown.name != judged.decision.stage || grown.utilization >= options_.saturated) continue;
+      for (std::size_t j = 0; j < target; ++j) {
+        const StageLoad& other = loads_[j];
+        if (j == i || other.utilization < options_.saturated || other.concurrency >= other.max_concurrency) continue;
+        if (other.kind != StageKind::async && cores_in_use() + 1.0 > options_.cpu_budget + 0.5) break;
+        Pending next = judged;
+        next.chain.push_back(judged.decision);
+        next.decision = make(DecisionKind::grow, other.name, static_cast<std::size_t>(other.concurrency),
+                             static_cast<std::size_t>(other.concurrency + 1),
+                             grown.name + " grew without gain and is no longer saturated (busy " +
+                                 percent(grown.utilization) + "); " + other.name + ", busy " +
+                                 percent(other.utilization) + ", limits it too: one more");
+        next.progress_at = progress;
+        next.made_at = now_;
+        next.wait = 2;
+        pending_ = next;
+        return {next.decision};
+      }
+    }
+  }
+
+  // Each failure of the same move keeps it off twice as long (up to 32 times), so a move that
+  // keeps failing on noisy input is tried ever more rarely.
+  const Decision& first = judged.chain.empty() ? judged.decision : judged.chain.front();
+  const std::string key = key_of(first.kind, first.stage);
+  const int failures = std::min(++failures_[key], 6);
+  tabu_until_[key] = interval_ + options_.tabu_intervals * (1 << (failures - 1));
+  std::vector<Decision> undo;
+  const auto revert = [&](const Decision& d) {
+    Decision u = make(inverse(d.kind), d.stage, d.to, d.from,
+                      "undoing '" + d.why + "': throughput went from " +
+                          std::to_string(static_cast<long long>(judged.rate_before)) + "/s to " +
+                          std::to_string(static_cast<long long>(after)) + "/s");
+    u.revert = true;
+    undo.push_back(std::move(u));
+  };
+  revert(judged.decision);
+  for (auto it = judged.chain.rbegin(); it != judged.chain.rend(); ++it) revert(*it);
+  return undo;
 }
 
 std::vector<Decision> Autotuner::observe(const std::vector<StageStats>& stats, std::size_t max_in_flight,
-                                         std::chrono::nanoseconds now) {
+                                         std::chrono::nanoseconds now, std::size_t in_flight) {
   std::vector<Decision> out;
   now_ = now;
+  // Progress: source items that left the pipeline, the finest count (one per sample where the
+  // target may count batches), and one that filling a larger in-flight limit does not inflate.
+  const std::uint64_t produced = stats.empty() ? 0 : stats.front().items_out;
+  const std::uint64_t progress = produced > in_flight ? produced - in_flight : 0;
   if (!have_baseline_ || previous_.size() != stats.size() || now <= previous_at_) {
     previous_ = stats;
     previous_at_ = now;
     have_baseline_ = true;
+    default_cap_ = std::max<std::size_t>(16 * max_in_flight, 256);
+    marks_.assign(1, Mark{now, progress});
     return out;
   }
   measure(stats, now);
   previous_ = stats;
   previous_at_ = now;
+  marks_.push_back(Mark{now, progress});
+  if (marks_.size() > 3) marks_.erase(marks_.begin());
   ++interval_;
 
   // A move waits to show what it bought; one that bought nothing (or cost) is undone.
   if (pending_) {
     if (--pending_->wait > 0) return out;
     const Pending judged = *std::exchange(pending_, std::nullopt);
-    const double after = sink_rate();
-    const double gain = judged.rate_before > 0 ? after / judged.rate_before - 1.0 : 0.0;
-    const bool is_grow = judged.decision.kind == DecisionKind::grow || judged.decision.kind == DecisionKind::grow_in_flight;
-    const bool failed = is_grow ? gain < options_.min_gain : gain < -options_.min_gain;
-    if (failed) {
-      // Each failure of the same move keeps it off twice as long (up to 32 times), so a move that
-      // keeps failing on noisy input is tried ever more rarely.
-      const std::string key = key_of(judged.decision.kind, judged.decision.stage);
-      const int failures = std::min(++failures_[key], 6);
-      tabu_until_[key] = interval_ + options_.tabu_intervals * (1 << (failures - 1));
-      Decision undo = make(inverse(judged.decision.kind), judged.decision.stage, judged.decision.to,
-                           judged.decision.from,
-                           "undoing '" + judged.decision.why + "': the target's rate went from " +
-                               std::to_string(static_cast<long long>(judged.rate_before)) + "/s to " +
-                               std::to_string(static_cast<long long>(after)) + "/s");
-      undo.revert = true;
-      history_.push_back(undo);
-      out.push_back(std::move(undo));
-      cooldown_ = 1;
+    out = judge(judged);
+    if (!out.empty()) {
+      history_.insert(history_.end(), out.begin(), out.end());
+      cooldown_ = pending_ ? 0 : 1;  // a chained grow waits to be judged; after an undo, one interval
       return out;
     }
   }
@@ -245,7 +318,10 @@ std::vector<Decision> Autotuner::observe(const std::vector<StageStats>& stats, s
 
   streak_ = 0;
   streak_key_.clear();
-  pending_ = Pending{*proposal, sink_rate(), 2};
+  const Mark& first = marks_.front();
+  const double window = seconds(now - first.at);
+  const double items_before = progress > first.progress ? static_cast<double>(progress - first.progress) : 0.0;
+  pending_ = Pending{*proposal, {}, window > 0 ? items_before / window : 0.0, items_before, progress, now, 2};
   history_.push_back(*proposal);
   out.push_back(std::move(*proposal));
   return out;

@@ -1,7 +1,11 @@
 #include "stoke/graph/pipeline.hpp"
 
+#include <optional>
+
 #include <sstream>
 #include <stdexcept>
+
+#include "scheduler.hpp"
 
 namespace stoke::graph {
 
@@ -73,13 +77,23 @@ RunReport Pipeline::run() {
     w.forward_holes = forward_holes(stages_, i);
     stages_[i]->wire(w);
   }
+  const std::optional<AutotuneOptions>& autotune = runtime_->options().autotune;
+  if (autotune && !autotune->target.empty()) find(autotune->target);  // throws naming the stages
   runtime_->set_source(stages_.front().get());
   runtime_->begin();
   for (auto& stage : stages_) stage->start(*runtime_);
 
+  std::optional<detail::Scheduler> scheduler;
+  if (autotune) scheduler.emplace(*this, *runtime_, *autotune);
   const auto begin = std::chrono::steady_clock::now();
   runtime_->execute_and_wait([&] { stages_.front()->wake(); });
   const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin);
+  std::vector<Decision> decisions;
+  if (scheduler) {
+    scheduler->stop();
+    decisions = scheduler->decisions();
+    scheduler.reset();  // joined: no move lands after this point
+  }
 
   for (const auto& stage : stages_) {
     if (!stage->finished()) {
@@ -103,6 +117,8 @@ RunReport Pipeline::run() {
   report.cancelled = runtime_->cancelled();
   report.stopped = !report.cancelled && runtime_->cut_short();
   report.elapsed = elapsed;
+  report.decisions = std::move(decisions);
+  report.max_in_flight = max_in_flight();
   return report;
 }
 
@@ -113,6 +129,7 @@ void Pipeline::set_concurrency(std::string_view stage, int concurrency) { find(s
 void Pipeline::set_capacity(std::string_view stage, std::size_t capacity) { find(stage).set_capacity(capacity); }
 void Pipeline::set_max_in_flight(std::size_t limit) { runtime_->set_max_in_flight(limit); }
 std::size_t Pipeline::max_in_flight() const noexcept { return runtime_->max_in_flight(); }
+std::size_t Pipeline::in_flight() const noexcept { return runtime_->in_flight(); }
 
 std::vector<StageStats> Pipeline::stats() const {
   std::vector<StageStats> all;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "stoke/graph/detail/runtime.hpp"
@@ -26,6 +27,12 @@ struct Span {
   std::int64_t end;
 };
 
+struct Setting {
+  std::string stage;  // empty: the in-flight limit
+  std::size_t value;
+  std::int64_t at_ns;  // from the start of the run
+};
+
 struct Runtime::Impl {
   std::optional<tbb::global_control> parallelism;  // raises oneTBB's thread limit if asked to
   std::unique_ptr<tbb::task_arena> arena;
@@ -37,6 +44,10 @@ struct Runtime::Impl {
 
   std::atomic<std::size_t> spans_recorded{0};
   tbb::enumerable_thread_specific<std::vector<Span>> spans;
+
+  mutable std::mutex schedule_mutex;  // guards decisions and settings
+  std::vector<Decision> decisions;
+  std::vector<Setting> settings;
 };
 
 }  // namespace stoke::graph::detail

@@ -45,6 +45,14 @@ void print(std::ostream& out, const RunReport& report) {
                 static_cast<unsigned long long>(report.skipped), seconds, report.stopped ? " (stopped)" : "",
                 report.cancelled ? " (cancelled)" : "");
   out << line;
+  if (!report.decisions.empty()) {
+    out << "scheduler: " << report.decisions.size() << " move" << (report.decisions.size() == 1 ? "" : "s")
+        << ", in-flight limit " << report.max_in_flight << " at the end\n";
+    for (const Decision& d : report.decisions) {
+      print(out << "  ", d);
+      out << '\n';
+    }
+  }
   for (const auto& skip : report.skipped_items)
     out << "  skipped item " << skip.index << " in '" << skip.stage << "': " << skip.reason << '\n';
 }

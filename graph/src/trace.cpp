@@ -42,6 +42,17 @@ void Runtime::record_span(int stage, std::uint64_t index, std::int64_t begin, st
   impl_->spans.local().push_back(Span{stage, thread_number(), index, begin, end});
 }
 
+void Runtime::record_decision(const Decision& decision) {
+  std::lock_guard lock(impl_->schedule_mutex);
+  impl_->decisions.push_back(decision);
+  impl_->settings.push_back(Setting{decision.stage, decision.to, decision.at.count()});
+}
+
+void Runtime::record_setting(std::string stage, std::size_t value, std::int64_t at_ns) {
+  std::lock_guard lock(impl_->schedule_mutex);
+  impl_->settings.push_back(Setting{std::move(stage), value, at_ns});
+}
+
 void Runtime::write_trace(const std::string& path, const std::vector<std::string>& stage_names) const {
   std::vector<Span> spans;
   for (const auto& local : impl_->spans) spans.insert(spans.end(), local.begin(), local.end());
@@ -76,6 +87,27 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
       else
         out << span.index;
       out << "}}";
+    }
+    // The scheduler: its moves as instant events on a track of their own, and each setting as a
+    // counter (Perfetto draws them as step charts under the process).
+    {
+      std::lock_guard lock(impl_->schedule_mutex);
+      if (!impl_->settings.empty())
+        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"scheduler\"}}";
+      for (const Decision& d : impl_->decisions) {
+        std::snprintf(number, sizeof number, "%.3f", static_cast<double>(d.at.count()) / 1e3);
+        const std::string what = (d.stage.empty() ? std::string("in-flight") : d.stage) + " " +
+                                 std::to_string(d.from) + " -> " + std::to_string(d.to);
+        out << ",\n{\"name\":" << json_string(what) << ",\"cat\":\"scheduler\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,"
+            << "\"tid\":0,\"ts\":" << number << ",\"args\":{\"kind\":" << json_string(to_string(d.kind))
+            << ",\"why\":" << json_string(d.why) << ",\"revert\":" << (d.revert ? "true" : "false") << "}}";
+      }
+      for (const Setting& setting : impl_->settings) {
+        std::snprintf(number, sizeof number, "%.3f", static_cast<double>(setting.at_ns) / 1e3);
+        const std::string name = setting.stage.empty() ? std::string("in-flight limit") : setting.stage + " calls";
+        out << ",\n{\"name\":" << json_string(name) << ",\"cat\":\"scheduler\",\"ph\":\"C\",\"pid\":1,\"ts\":"
+            << number << ",\"args\":{\"value\":" << setting.value << "}}";
+      }
     }
     const std::size_t recorded = impl_->spans_recorded.load();
     out << "\n],\"otherData\":{\"spans_dropped\":"

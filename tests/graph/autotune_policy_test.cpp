@@ -155,21 +155,36 @@ TEST(AutotunePolicy, GrowsTheBottleneckAndNotTheOthers) {
 }
 
 TEST(AutotunePolicy, StopsAtTheCpuBudget) {
-  FluidPipeline model = image_pipeline(/*decode=*/0.010, /*compute=*/0.001);  // decode would want 10
-  Autotuner tuner({.target = "compute", .cpu_budget = 4});
-  int max_threads = 0;
-  run(model, tuner, 200, 0, &max_threads);
-  EXPECT_LE(max_threads, 4);
-  EXPECT_EQ(model.stage("decode").concurrency, 3) << "read keeps its one call, decode gets the rest";
-}
-
-TEST(AutotunePolicy, MovesAThreadToTheBottleneckAtTheBudget) {
-  FluidPipeline model = image_pipeline(/*decode=*/0.004, /*compute=*/0.001);
-  model.stage("read").concurrency = 3;  // over-provisioned: read needs one
+  // Decode would want 10 calls; the budget has room for about 4 cores of work.
+  FluidPipeline model = image_pipeline(/*decode=*/0.010, /*compute=*/0.001);
   Autotuner tuner({.target = "compute", .cpu_budget = 4});
   run(model, tuner, 200);
+  EXPECT_EQ(model.stage("decode").concurrency, 4) << "one more call fits while half a core is left";
+  EXPECT_LE(tuner.cores_in_use(), 4.6);
   EXPECT_EQ(model.stage("read").concurrency, 1);
-  EXPECT_EQ(model.stage("decode").concurrency, 3);
+
+  FluidPipeline roomier = image_pipeline(/*decode=*/0.010, /*compute=*/0.001);
+  Autotuner generous({.target = "compute", .cpu_budget = 8});
+  run(roomier, generous, 200);
+  EXPECT_GT(roomier.stage("decode").concurrency, 4) << "with a larger budget the same pipeline grows further";
+}
+
+TEST(AutotunePolicy, SplitsTheBudgetByCost) {
+  // Read costs half what decode does; both need calls, in that proportion, within 6 cores.
+  FluidPipeline model({{"source", 0.00002, 1, 1, 1},
+                       {"read", 0.003, 1, 1, 8},
+                       {"decode", 0.006, 1, 1, 8},
+                       {"batch", 0.00005, 1, 1, 1},
+                       {"compute", 0.0001, 1, 1, 1}},
+                      256);
+  Autotuner tuner({.target = "compute", .cpu_budget = 6});
+  run(model, tuner, 300);
+  const int read = model.stage("read").concurrency;
+  const int decode = model.stage("decode").concurrency;
+  EXPECT_GE(read, 2);
+  EXPECT_GE(decode, 2 * read - 1) << "read " << read << ", decode " << decode;
+  EXPECT_LE(decode, 2 * read + 1) << "read " << read << ", decode " << decode;
+  EXPECT_LE(tuner.cores_in_use(), 6.6);
 }
 
 TEST(AutotunePolicy, GrowsInFlightWithinTheMemoryBudget) {
@@ -195,6 +210,36 @@ TEST(AutotunePolicy, GivesThreadsBackWhenTheTargetIsSaturated) {
   EXPECT_LT(model.threads(), 12);
   EXPECT_LE(model.stage("read").concurrency, 2);
   EXPECT_GE(tuner.loads().back().utilization, 0.95) << "giving threads back must not starve compute";
+}
+
+TEST(AutotunePolicy, FollowsAPhaseChange) {
+  FluidPipeline model = image_pipeline(/*decode=*/0.002, /*compute=*/0.001);
+  Autotuner tuner({.target = "compute", .cpu_budget = 8});
+  run(model, tuner, 100);
+  const int settled = model.stage("decode").concurrency;
+  EXPECT_GE(tuner.loads().back().utilization, 0.95);
+
+  model.stage("decode").cost = 0.005;  // the augmentation got heavier
+  run(model, tuner, 50);               // 10 s
+  EXPECT_GT(model.stage("decode").concurrency, settled);
+  EXPECT_GE(tuner.loads().back().utilization, 0.95) << "rebalanced within 10 s";
+
+  model.stage("decode").cost = 0.001;  // and lighter again (a cache warmed up)
+  const int heavy = model.stage("decode").concurrency;
+  run(model, tuner, 100);
+  EXPECT_LT(model.stage("decode").concurrency, heavy) << "threads go back once they idle";
+  EXPECT_GE(tuner.loads().back().utilization, 0.95);
+}
+
+TEST(AutotunePolicy, GrowsInFlightFromOneItem) {
+  // Depth 1: one item at a time, so every stage waits on the others and none is saturated.
+  FluidPipeline model = image_pipeline(/*decode=*/0.001, /*compute=*/0.0005, /*in_flight=*/1);
+  Autotuner tuner({.target = "compute", .cpu_budget = 8, .max_in_flight = 64});
+  const std::vector<Decision> decisions = run(model, tuner, 50);
+  ASSERT_FALSE(decisions.empty());
+  EXPECT_EQ(decisions.front().kind, DecisionKind::grow_in_flight) << decisions.front().why;
+  EXPECT_LE(model.in_flight(), 64u);
+  EXPECT_GE(tuner.loads().back().utilization, 0.95) << "in flight: " << model.in_flight();
 }
 
 TEST(AutotunePolicy, DoesNotOscillateOnNoisyInput) {

@@ -3,6 +3,7 @@
 
 #include "stoke/graph/autotune.hpp"
 #include "stoke/graph/concepts.hpp"
+#include "stoke/graph/decision.hpp"
 #include "stoke/graph/emitter.hpp"
 #include "stoke/graph/errors.hpp"
 #include "stoke/graph/options.hpp"

@@ -1,8 +1,13 @@
 // Options for stages and pipelines.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <functional>
+#include <optional>
 #include <string>
+
+#include "stoke/graph/decision.hpp"
 
 namespace stoke::graph {
 
@@ -38,6 +43,40 @@ struct StageOptions {
   std::size_t capacity = 0;
 };
 
+/// The scheduler's settings (see autotune.hpp). Every field has a usable default.
+struct AutotuneOptions {
+  /// The stage to keep saturated (the compute stage); empty: the last stage (the sink).
+  std::string target{};
+  /// Cores the stages may keep busy together, measured (busy time, async stages excepted: their
+  /// operations run elsewhere). A stage grows only while half a core more would still fit.
+  /// 0: the cores this process may run on.
+  int cpu_budget = 0;
+  /// Upper bound on max_in_flight from memory: memory_budget / item_bytes. memory_budget 0: a
+  /// quarter of the memory available when the run starts; item_bytes 0: no memory bound.
+  std::size_t memory_budget = 0;
+  std::size_t item_bytes = 0;
+  /// Upper bound on max_in_flight whatever the memory (0: none but the memory bound; with no
+  /// memory bound either, 16 x the starting limit).
+  std::size_t max_in_flight = 0;
+  /// Time between two looks at the stats.
+  std::chrono::milliseconds interval{200};
+  /// Weight of the newest interval in the smoothed measurements (exponential moving average).
+  double smoothing = 0.5;
+  /// Consecutive intervals a condition must hold before the tuner acts on it.
+  int patience = 2;
+  /// A stage busier than this share of its concurrency is saturated.
+  double saturated = 0.95;
+  /// A parallel stage busy less than this share has threads to give back.
+  double idle = 0.5;
+  /// A move must raise the target's rate by this share (a move that gives threads or memory
+  /// back: not lower it by more), or it is undone and not tried again for `tabu_intervals`
+  /// intervals, twice as long after each further failure.
+  double min_gain = 0.03;
+  int tabu_intervals = 20;
+  /// Called on the scheduler's thread with each decision as it is applied (to log it).
+  std::function<void(const Decision&)> on_decision{};
+};
+
 struct PipelineOptions {
   /// Source items alive in the graph at once, end to end (the source waits for a credit before
   /// producing). This is the hard memory bound; it can be changed while running.
@@ -52,6 +91,9 @@ struct PipelineOptions {
   std::size_t max_trace_spans = std::size_t{1} << 20;
   /// Skipped items listed in the report (all are counted).
   std::size_t max_listed_skips = 10000;
+  /// Let the scheduler move the parallel stages' concurrency (within their [min, max]) and
+  /// max_in_flight while the pipeline runs. nullopt: the static settings stay as given.
+  std::optional<AutotuneOptions> autotune{};
 };
 
 }  // namespace stoke::graph

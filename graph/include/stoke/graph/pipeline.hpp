@@ -103,6 +103,8 @@ class Pipeline {
   /// Changes the end-to-end in-flight limit (at least 1). Any thread, any time.
   void set_max_in_flight(std::size_t limit);
   std::size_t max_in_flight() const noexcept;
+  /// Source items alive in the graph now (at most max_in_flight(), but for a moment after it shrank).
+  std::size_t in_flight() const noexcept;
 
   /// A consistent-per-stage snapshot of every stage, in pipeline order. Any thread, any time.
   std::vector<StageStats> stats() const;

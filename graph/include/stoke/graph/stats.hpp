@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "stoke/graph/decision.hpp"
+
 namespace stoke::graph {
 
 enum class StageKind { source, map, filter, emit, async, sink };
@@ -49,6 +51,9 @@ struct RunReport {
   bool stopped = false;    ///< ended early by stop() or a signal, after draining
   bool cancelled = false;  ///< ended early by cancel() or a second signal, items discarded
   std::chrono::nanoseconds elapsed{0};
+  /// The scheduler's moves, in order (empty without PipelineOptions::autotune).
+  std::vector<Decision> decisions;
+  std::size_t max_in_flight = 0;  ///< the in-flight limit at the end
 };
 
 /// A human-readable table of the stages (one line each).

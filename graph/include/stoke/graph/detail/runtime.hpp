@@ -67,6 +67,11 @@ class Runtime {
   /// begin/end in ticks (clock.hpp).
   void record_span(int stage, std::uint64_t index, std::int64_t begin, std::int64_t end);
   void write_trace(const std::string& path, const std::vector<std::string>& stage_names) const;
+  /// A scheduler's move, for the trace (an instant event and a counter step).
+  void record_decision(const Decision& decision);
+  /// A setting's value at `at_ns` from the start (`stage` empty: the in-flight limit), for the
+  /// trace's counters.
+  void record_setting(std::string stage, std::size_t value, std::int64_t at_ns);
 
   // ---- execution ------------------------------------------------------------------------------
   void set_source(StageBase* source) noexcept { source_ = source; }
