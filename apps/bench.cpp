@@ -14,6 +14,9 @@ int bench(int argc, char** argv) {
       Subcommand{"device",
                  "host-to-device bandwidth and the overlap of copies with a synthetic compute kernel (GPU or CPU)",
                  bench_device},
+      Subcommand{"autotune",
+                 "the scheduler from a bad start vs the best static setting, feeding a simulated accelerator",
+                 bench_autotune},
   };
   return dispatch("bench", "Measure the throughput of stoke's parts.", benchmarks, argc, argv);
 }

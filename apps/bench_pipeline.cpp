@@ -1,6 +1,7 @@
 // `stoke bench pipeline`: the input pipeline's throughput on a real dataset: read -> decode
 // (+ fused random resized crop) -> flip -> normalize -> batch, with per-stage busy time, the
-// files it skipped, and optionally the rate of the same work in a plain single-thread loop.
+// files it skipped, the scheduler's moves (--autotune), and optionally the rate of the same work
+// in a plain single-thread loop.
 #include <unistd.h>
 
 #include <algorithm>
@@ -196,7 +197,7 @@ void print_json(const InputConfig& config, const Result& r, double baseline, int
     j.field("name", s.name);
     j.field("items_out", s.items_out);
     j.field("busy_pct", r.seconds > 0 ? 100.0 * std::chrono::duration<double>(s.busy).count() /
-                                            (r.seconds * std::max(1, s.max_concurrency))
+                                            (r.seconds * std::max(1, s.concurrency))
                                       : 0.0);
     j.end_object();
   }
@@ -205,6 +206,21 @@ void print_json(const InputConfig& config, const Result& r, double baseline, int
     j.field("baseline_images_per_sec", baseline);
     j.field("efficiency", r.images / r.seconds / (threads * baseline));
   }
+  j.field("autotune", config.autotune);
+  j.field("max_in_flight", static_cast<std::uint64_t>(r.report.max_in_flight));
+  j.begin_array("decisions");
+  for (const auto& d : r.report.decisions) {
+    j.begin_object();
+    j.field("at_s", std::chrono::duration<double>(d.at).count());
+    j.field("kind", graph::to_string(d.kind));
+    j.field("stage", d.stage.empty() ? std::string("in-flight") : d.stage);
+    j.field("from", static_cast<std::uint64_t>(d.from));
+    j.field("to", static_cast<std::uint64_t>(d.to));
+    j.field("why", d.why);
+    j.field("revert", d.revert);
+    j.end_object();
+  }
+  j.end_array();
   std::cout << j.str() << '\n';
 }
 
@@ -217,12 +233,29 @@ void print_text(const InputConfig& config, const Result& r, double baseline, int
   std::printf("  files read %llu = images %llu + skipped %llu\n", static_cast<unsigned long long>(r.files_read),
               static_cast<unsigned long long>(r.images), static_cast<unsigned long long>(r.skipped_count));
   std::printf("  stage        busy%%\n");
+  // Busy share of the stage's concurrency at the end (the scheduler may have moved it).
   for (const auto& s : r.report.stages) {
-    const double busy = r.seconds > 0 ? 100.0 * std::chrono::duration<double>(s.busy).count() /
-                                            (r.seconds * std::max(1, s.max_concurrency))
-                                      : 0.0;
-    std::printf("  %-10s %6.1f  (%d way%s)\n", s.name.c_str(), busy, s.max_concurrency,
-                s.max_concurrency == 1 ? "" : "s");
+    const double busy =
+        r.seconds > 0 ? 100.0 * std::chrono::duration<double>(s.busy).count() / (r.seconds * std::max(1, s.concurrency))
+                      : 0.0;
+    std::printf("  %-10s %6.1f  (%d way%s", s.name.c_str(), busy, s.concurrency, s.concurrency == 1 ? "" : "s");
+    if (config.autotune && s.min_concurrency != s.max_concurrency) {
+      std::printf(", %d..%d", s.min_concurrency, s.max_concurrency);
+    }
+    std::printf(")\n");
+  }
+  if (config.autotune) {
+    std::printf("  scheduler: in-flight limit %zu at the end", r.report.max_in_flight);
+    if (r.report.decisions.empty()) {
+      std::printf("; no moves\n");
+    } else {
+      std::printf("; %zu move%s:\n", r.report.decisions.size(), r.report.decisions.size() == 1 ? "" : "s");
+      for (const auto& d : r.report.decisions) {
+        std::ostringstream line;
+        graph::print(line, d);
+        std::printf("    %s\n", line.str().c_str());
+      }
+    }
   }
   if (baseline > 0) {
     std::printf("  plain C++ loop, 1 thread: %.1f images/s; pipeline / (%d x loop) = %.2f\n", baseline, threads,
@@ -242,7 +275,7 @@ void print_text(const InputConfig& config, const Result& r, double baseline, int
 
 int bench_pipeline(int argc, char** argv) {
   InputConfig config;
-  std::string data, on_error = "skip";
+  std::string data, on_error = "skip", autotune = "on";
   std::vector<std::string> plugins;
   double seconds = 0;
   std::uint32_t epochs = 0;
@@ -254,6 +287,9 @@ int bench_pipeline(int argc, char** argv) {
                      "Prints images/s, each stage's busy time and the files it skipped. With --baseline it\n"
                      "first times the same work in a plain one-thread C++ loop and prints how close the\n"
                      "pipeline comes to threads x that rate.\n\n"
+                     "With --autotune on (the default) stoke's scheduler moves the read and decode stages'\n"
+                     "concurrency and the in-flight limit while it runs, printing each move on stderr and\n"
+                     "listing them in the report; --autotune off keeps the settings given.\n\n"
                      "  stoke bench pipeline --data shapes/train --seconds 10\n"
                      "  stoke bench pipeline --data photos --epochs 1 --baseline 200 --json",
                      "--data PATH [options]");
@@ -261,7 +297,13 @@ int bench_pipeline(int argc, char** argv) {
             "an image folder, a .stoke pack, a path,label list file, or a CIFAR folder")(
       "batch", po::value(&config.batch_size)->default_value(config.batch_size), "images per batch")(
       "size", po::value(&config.size)->default_value(config.size), "output side in pixels")(
-      "threads", po::value(&config.threads)->default_value(0), "worker threads (0: one per core)")(
+      "threads", po::value(&config.threads)->default_value(0),
+      "worker threads, and the parallel stages' concurrency (0: one per core; with --autotune, the scheduler may "
+      "go up to 2 per core)")(
+      "autotune", po::value(&autotune)->default_value(autotune),
+      "on: the scheduler moves the read and decode stages' concurrency (between 1 and --threads, or 2 x the "
+      "cores) and the in-flight limit (up to 16 batches' worth, within a quarter of the free memory) while it "
+      "runs, starting from the static settings; off: fixed concurrency and in-flight limit")(
       "seconds", po::value(&seconds), "run this long (default: one epoch)")("epochs", po::value(&epochs),
                                                                             "run this many epochs (default: 1)")(
       "on-error", po::value(&on_error)->default_value(on_error),
@@ -301,6 +343,7 @@ int bench_pipeline(int argc, char** argv) {
   if (values.count("seconds") && values.count("epochs")) return cli.usage_error("give --seconds or --epochs, not both");
   if (values.count("seconds") && !(seconds > 0)) return cli.usage_error("--seconds must be positive");
   if (on_error != "skip" && on_error != "fail") return cli.usage_error("--on-error must be skip or fail");
+  if (autotune != "on" && autotune != "off") return cli.usage_error("--autotune must be on or off");
   if (config.batch_size == 0 || config.size <= 0 || config.threads < 0 || config.prefetch == 0)
     return cli.usage_error("--batch, --size and --prefetch must be positive, --threads >= 0");
 
@@ -308,6 +351,7 @@ int bench_pipeline(int argc, char** argv) {
   config.fuse = !no_fuse;
   config.shuffle = !no_shuffle;
   config.epochs = seconds > 0 ? 0 : (epochs > 0 ? epochs : 1);
+  config.autotune = autotune == "on";
 
   for (const auto& p : plugins) nodes::load_plugin(p, nodes::Registry::builtin());
   nodes::DatasetPtr dataset = open_dataset(data);
@@ -330,6 +374,14 @@ int bench_pipeline(int argc, char** argv) {
     baseline = baseline_rate(config, dataset, baseline_images);
   }
   const bool progress = !json && ::isatty(STDERR_FILENO);
+  if (config.autotune && !json) {
+    // Called on the scheduler's thread; the padding overwrites the progress line on a terminal.
+    config.tuning.on_decision = [progress](const graph::Decision& decision) {
+      std::ostringstream line;
+      graph::print(line, decision);
+      std::fprintf(stderr, progress ? "\rautotune: %-60s\n" : "autotune: %s\n", line.str().c_str());
+    };
+  }
   const Result result = run_pipeline(config, dataset, seconds, progress);
   if (json) {
     print_json(config, result, baseline, threads);

@@ -20,6 +20,9 @@ int bench_pipeline(int argc, char** argv);
 /// `stoke bench device`: copies and synthetic compute, pipelined vs serial (apps/bench_device.cpp).
 int bench_device(int argc, char** argv);
 
+/// `stoke bench autotune`: the scheduler vs a sweep of static settings (apps/bench_autotune.cpp).
+int bench_autotune(int argc, char** argv);
+
 /// `stoke gen-shapes`: writes the synthetic shapes dataset as JPEG ImageFolders (apps/gen_shapes.cpp).
 int gen_shapes(int argc, char** argv);
 

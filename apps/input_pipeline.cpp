@@ -94,6 +94,14 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   graph::PipelineOptions options;
   options.threads = config.threads;
   options.max_in_flight = config.in_flight > 0 ? config.in_flight : std::max<std::size_t>(2 * config.batch_size, 64);
+  if (config.autotune) {
+    graph::AutotuneOptions tuning = config.tuning;
+    // The in-flight items are mostly decoded samples waiting for their batch: that is what the
+    // memory budget divides. The batches themselves live in the pool, allocated up front.
+    if (tuning.item_bytes == 0) tuning.item_bytes = shape.item_bytes();
+    if (tuning.max_in_flight == 0) tuning.max_in_flight = std::max(16 * config.batch_size, options.max_in_flight);
+    options.autotune = std::move(tuning);
+  }
 
   nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle, .seed = config.seed});
   // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
@@ -103,17 +111,31 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options};
 }
 
+namespace {
+
+// The read and decode stages' concurrency when the config does not override it.
+graph::Concurrency default_concurrency(const InputConfig& config) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (!config.autotune) return graph::parallel(config.threads > 0 ? config.threads : cores);
+  // Reading may wait on the disk and decoding on memory: a little more than a thread per core
+  // can pay, which only the measurements can tell; the scheduler starts at one per core.
+  if (config.threads > 0) return graph::parallel(1, config.threads, config.threads);
+  return graph::parallel(1, 2 * cores, cores);
+}
+
+}  // namespace
+
 graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, const InputConfig& config) {
-  const int threads =
-      config.threads > 0 ? config.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const auto parallel = graph::parallel(threads);
+  const graph::Concurrency parallel = default_concurrency(config);
   nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(input.transforms, config.seed),
                               config.fuse);
   auto batch_options = nodes::Collate::stage_options();
   batch_options.on_error = graph::OnError::fail;  // a wrong-size image is a recipe mistake, not bad data
   return pipe.source("source", nodes::DatasetSource(input.dataset->size(), input.order.options(), config.epochs))
-      .map("read", nodes::ReadSample(input.dataset), {.concurrency = parallel, .on_error = config.on_error})
-      .map("decode", std::move(decode), {.concurrency = parallel, .on_error = config.on_error})
+      .map("read", nodes::ReadSample(input.dataset),
+           {.concurrency = config.read_concurrency.value_or(parallel), .on_error = config.on_error})
+      .map("decode", std::move(decode),
+           {.concurrency = config.decode_concurrency.value_or(parallel), .on_error = config.on_error})
       .emit<nodes::Batch>("batch", nodes::Collate(input.pool, {.drop_last = config.drop_last}), batch_options);
 }
 

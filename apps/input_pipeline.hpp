@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/nodes/batch.hpp>
 #include <stoke/nodes/batch_pool.hpp>
@@ -40,8 +41,21 @@ struct InputConfig {
   bool fuse = true;           ///< let the first transform's crop be done by the JPEG decoder
   int threads = 0;            ///< parallel stages' concurrency (0: one per core)
   std::size_t in_flight = 0;  ///< items in flight (0: 4 batches' worth, at least 256)
-  std::size_t prefetch = 4;   ///< batches queued for the consumer (also the pool's spare slots)
-  std::uint32_t epochs = 1;   ///< 0: repeat until stopped
+  /// Let stoke::graph's scheduler move the read and decode stages' concurrency within [1, max]
+  /// and the in-flight limit while the pipeline runs, starting from the static settings. max:
+  /// `threads`, or 2 x the cores when 0; the start: `threads`, or the cores. Off: every parallel
+  /// stage runs at `threads` and the in-flight limit stays `in_flight`, as given.
+  bool autotune = true;
+  /// The scheduler's settings with autotune (the target stage, budgets, interval, on_decision).
+  /// make_input fills item_bytes when 0 (one output sample: size x size x 3 x 4 bytes for float
+  /// batches, x 1 for uint8) and max_in_flight when 0 (16 batches' worth, at least `in_flight`).
+  graph::AutotuneOptions tuning{};
+  /// Overrides of the concurrency (range and start) computed above for one stage, with autotune
+  /// on or off; the benchmarks use them to start from a given setting.
+  std::optional<graph::Concurrency> read_concurrency{};
+  std::optional<graph::Concurrency> decode_concurrency{};
+  std::size_t prefetch = 4;  ///< batches queued for the consumer (also the pool's spare slots)
+  std::uint32_t epochs = 1;  ///< 0: repeat until stopped
   std::uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
@@ -66,7 +80,8 @@ struct Input {
 };
 
 /// Builds the Input for `dataset` and `config`: batch shape from the transforms (float NCHW when
-/// the last one is normalize, uint8 NHWC otherwise), pool slots = prefetch + 2.
+/// the last one is normalize, uint8 NHWC otherwise), pool slots = prefetch + 2, and the pipeline
+/// options, with the scheduler's settings (config.tuning completed) when config.autotune.
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config);
 
 /// Chains source -> read -> decode (+augment) -> batch onto `pipe` (built with

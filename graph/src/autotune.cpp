@@ -1,13 +1,13 @@
 #include "stoke/graph/autotune.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <thread>
-
-#include <sched.h>
-#include <unistd.h>
 #include <utility>
 
 namespace stoke::graph {
@@ -148,10 +148,10 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
     for (const std::size_t i : donors) {
       const StageLoad& d = loads_[i];
       if (auto decision = accept(make(DecisionKind::shrink, d.name, static_cast<std::size_t>(d.concurrency),
-                                       static_cast<std::size_t>(d.concurrency - 1),
-                                       sink.name + " is saturated (at work " + percent(sink.working()) + "); " +
-                                           d.name + " uses " + percent(d.utilization) + " of its " +
-                                           std::to_string(d.concurrency) + " calls: one goes back")))
+                                      static_cast<std::size_t>(d.concurrency - 1),
+                                      sink.name + " is saturated (at work " + percent(sink.working()) + "); " + d.name +
+                                          " uses " + percent(d.utilization) + " of its " +
+                                          std::to_string(d.concurrency) + " calls: one goes back")))
         return decision;
     }
     return std::nullopt;
@@ -177,7 +177,7 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
     if (b.kind != StageKind::async && cores + 1.0 > options_.cpu_budget + 0.5)
       return std::nullopt;  // the CPU budget is the limit: the stages use what they may
     if (auto decision = accept(make(DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency),
-                                     static_cast<std::size_t>(b.concurrency + 1), why + ": one more")))
+                                    static_cast<std::size_t>(b.concurrency + 1), why + ": one more")))
       return decision;
   }
   if (any_saturated) return std::nullopt;
@@ -185,15 +185,17 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
   // No stage in front is saturated, yet the target waits: items may be held back by the
   // in-flight limit (or the queues) rather than by work. Let more in flight.
   const std::size_t ceiling = in_flight_ceiling();
-  const std::string busiest =
-      upstream.empty() ? std::string("none")
-                       : loads_[upstream.front()].name + " " + percent(loads_[upstream.front()].utilization);
-  if (max_in_flight < ceiling) {
+  const std::string busiest = upstream.empty()
+                                  ? std::string("none")
+                                  : loads_[upstream.front()].name + " " + percent(loads_[upstream.front()].utilization);
+  // (Not when the cores are all busy: then more items only queue for them.)
+  const bool cpu_full = cores_in_use() + 0.5 > options_.cpu_budget;
+  if (max_in_flight < ceiling && !cpu_full) {
     const std::size_t step = sink.working() < 0.5 ? max_in_flight : max_in_flight / 2;
     const std::size_t to = std::min(ceiling, max_in_flight + std::max<std::size_t>(step, 1));
-    if (auto decision = accept(make(DecisionKind::grow_in_flight, "", max_in_flight, to,
-                                    starving + " and no stage in front is saturated (busiest: " + busiest +
-                                        "): more items in flight")))
+    if (auto decision = accept(
+            make(DecisionKind::grow_in_flight, "", max_in_flight, to,
+                 starving + " and no stage in front is saturated (busiest: " + busiest + "): more items in flight")))
       return decision;
   }
 
@@ -203,11 +205,10 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
   const StageLoad& b = loads_[upstream.front()];
   if (b.utilization < options_.idle || b.concurrency >= b.max_concurrency) return std::nullopt;
   if (b.kind != StageKind::async && cores_in_use() + 1.0 > options_.cpu_budget + 0.5) return std::nullopt;
-  return accept(make(DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency),
-                     static_cast<std::size_t>(b.concurrency + 1),
-                     starving + "; more in flight did not help and " + b.name + " is the busiest stage (" +
-                         percent(b.utilization) + " of its " + std::to_string(b.concurrency) + " call" +
-                         (b.concurrency > 1 ? "s" : "") + "): one more"));
+  return accept(make(
+      DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency), static_cast<std::size_t>(b.concurrency + 1),
+      starving + "; more in flight did not help and " + b.name + " is the busiest stage (" + percent(b.utilization) +
+          " of its " + std::to_string(b.concurrency) + " call" + (b.concurrency > 1 ? "s" : "") + "): one more"));
 }
 
 std::vector<Decision> Autotuner::judge(const Pending& judged) {
@@ -237,11 +238,11 @@ std::vector<Decision> Autotuner::judge(const Pending& judged) {
         if (other.kind != StageKind::async && cores_in_use() + 1.0 > options_.cpu_budget + 0.5) break;
         Pending next = judged;
         next.chain.push_back(judged.decision);
-        next.decision = make(DecisionKind::grow, other.name, static_cast<std::size_t>(other.concurrency),
-                             static_cast<std::size_t>(other.concurrency + 1),
-                             grown.name + " grew without gain and is no longer saturated (busy " +
-                                 percent(grown.utilization) + "); " + other.name + ", busy " +
-                                 percent(other.utilization) + ", limits it too: one more");
+        next.decision =
+            make(DecisionKind::grow, other.name, static_cast<std::size_t>(other.concurrency),
+                 static_cast<std::size_t>(other.concurrency + 1),
+                 grown.name + " grew without gain and is no longer saturated (busy " + percent(grown.utilization) +
+                     "); " + other.name + ", busy " + percent(other.utilization) + ", limits it too: one more");
         next.progress_at = progress;
         next.made_at = now_;
         next.wait = 2;

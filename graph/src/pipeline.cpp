@@ -1,7 +1,6 @@
 #include "stoke/graph/pipeline.hpp"
 
 #include <optional>
-
 #include <sstream>
 #include <stdexcept>
 

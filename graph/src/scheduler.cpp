@@ -28,7 +28,8 @@ Scheduler::Scheduler(Pipeline& pipeline, Runtime& runtime, AutotuneOptions optio
       interval_(tuner_.options().interval) {
   // The settings the run starts from, so that the trace's counters begin at the right values.
   for (const StageStats& s : pipeline_.stats())
-    if (s.max_concurrency > s.min_concurrency) runtime_.record_setting(s.name, static_cast<std::size_t>(s.concurrency), 0);
+    if (s.max_concurrency > s.min_concurrency)
+      runtime_.record_setting(s.name, static_cast<std::size_t>(s.concurrency), 0);
   runtime_.record_setting("", pipeline_.max_in_flight(), 0);
   thread_ = std::thread([this] { loop(); });
 }
@@ -73,9 +74,7 @@ void Scheduler::apply(const Decision& d) {
 }
 
 void Scheduler::loop() {
-  const auto since_start = [this] {
-    return std::chrono::nanoseconds(ticks_to_ns(ticks() - runtime_.started_ticks()));
-  };
+  const auto since_start = [this] { return std::chrono::nanoseconds(ticks_to_ns(ticks() - runtime_.started_ticks())); };
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     if (wake_.wait_for(lock, interval_, [this] { return stopping_; })) break;

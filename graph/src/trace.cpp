@@ -96,8 +96,8 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
         out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"scheduler\"}}";
       for (const Decision& d : impl_->decisions) {
         std::snprintf(number, sizeof number, "%.3f", static_cast<double>(d.at.count()) / 1e3);
-        const std::string what = (d.stage.empty() ? std::string("in-flight") : d.stage) + " " +
-                                 std::to_string(d.from) + " -> " + std::to_string(d.to);
+        const std::string what = (d.stage.empty() ? std::string("in-flight") : d.stage) + " " + std::to_string(d.from) +
+                                 " -> " + std::to_string(d.to);
         out << ",\n{\"name\":" << json_string(what) << ",\"cat\":\"scheduler\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,"
             << "\"tid\":0,\"ts\":" << number << ",\"args\":{\"kind\":" << json_string(to_string(d.kind))
             << ",\"why\":" << json_string(d.why) << ",\"revert\":" << (d.revert ? "true" : "false") << "}}";
@@ -105,8 +105,8 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
       for (const Setting& setting : impl_->settings) {
         std::snprintf(number, sizeof number, "%.3f", static_cast<double>(setting.at_ns) / 1e3);
         const std::string name = setting.stage.empty() ? std::string("in-flight limit") : setting.stage + " calls";
-        out << ",\n{\"name\":" << json_string(name) << ",\"cat\":\"scheduler\",\"ph\":\"C\",\"pid\":1,\"ts\":"
-            << number << ",\"args\":{\"value\":" << setting.value << "}}";
+        out << ",\n{\"name\":" << json_string(name) << ",\"cat\":\"scheduler\",\"ph\":\"C\",\"pid\":1,\"ts\":" << number
+            << ",\"args\":{\"value\":" << setting.value << "}}";
       }
     }
     const std::size_t recorded = impl_->spans_recorded.load();

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli_test_support.hpp"
@@ -106,6 +107,30 @@ TEST(BenchPipelineCommand, MissingDataNamesThePathAndUsageErrorsExit2) {
   const Result help = run_stoke(scratch.path(), {"bench", "pipeline", "--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--transform"));
+}
+
+TEST(BenchPipelineCommand, AutotuneOnListsTheSchedulersMovesAndOffMakesNone) {
+  TempDir scratch;
+  make_corpus(scratch / "data");
+  for (const char* autotune : {"on", "off"}) {
+    const Result r =
+        run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "data").string(), "--size", "32",
+                                   "--batch", "4", "--epochs", "2", "--autotune", autotune, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("\"images\":24,")) << "autotune " << autotune;  // the scheduler loses nothing
+    EXPECT_THAT(r.out, HasSubstr("\"decisions\":[")) << "autotune " << autotune;
+    if (std::string_view(autotune) == "off") {
+      EXPECT_THAT(r.out, HasSubstr("\"autotune\":false,"));
+      EXPECT_THAT(r.out, HasSubstr("\"decisions\":[]"));
+    }
+  }
+  const Result text = run_stoke(scratch.path(), {"bench", "pipeline", "--data", (scratch / "data").string(), "--size",
+                                                 "32", "--batch", "4", "--autotune", "on"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("scheduler:"));
+  const Result bad = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--autotune", "maybe"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--autotune"));
 }
 
 TEST(BenchPipelineCommand, UnknownTransformListsTheKnownOnes) {

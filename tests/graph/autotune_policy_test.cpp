@@ -54,7 +54,8 @@ class FluidPipeline {
     for (std::size_t i = 0; i < stages_.size(); ++i) {
       StageStats& s = stats_[i];
       const double calls = stages_[i].concurrency;
-      const double busy = std::min(rate * cost[i] * (stages_[i].scales ? 1.0 : calls), calls);  // call-seconds per second
+      const double busy =
+          std::min(rate * cost[i] * (stages_[i].scales ? 1.0 : calls), calls);  // call-seconds per second
       const double idle = 1.0 - std::min(busy / calls, 1.0);
       s.busy += nanoseconds(static_cast<std::int64_t>(busy * dt * 1e9));
       // Before the bottleneck a stage waits for room; after it (or everywhere, when credits are
@@ -189,11 +190,9 @@ TEST(AutotunePolicy, SplitsTheBudgetByCost) {
 
 TEST(AutotunePolicy, GrowsInFlightWithinTheMemoryBudget) {
   // Cheap stages with room to spare but long latency: only more items in flight help.
-  FluidPipeline model({{"source", 0.0001, 1, 1, 1},
-                       {"io", 0.002, 8, 1, 8},
-                       {"decode", 0.002, 8, 1, 8},
-                       {"compute", 0.0005, 1, 1, 1}},
-                      /*in_flight=*/2);
+  FluidPipeline model(
+      {{"source", 0.0001, 1, 1, 1}, {"io", 0.002, 8, 1, 8}, {"decode", 0.002, 8, 1, 8}, {"compute", 0.0005, 1, 1, 1}},
+      /*in_flight=*/2);
   Autotuner tuner({.target = "compute", .cpu_budget = 16, .memory_budget = 12 * 1024, .item_bytes = 1024});
   const std::vector<Decision> decisions = run(model, tuner, 150);
   EXPECT_GT(model.in_flight(), 2u);

@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
-#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -37,10 +37,11 @@ constexpr int heavy_rounds = 4 * light_rounds;
 /// Stops `pipe` after `seconds` unless the run ended first.
 class StopAfter {
  public:
-  StopAfter(Pipeline& pipe, std::chrono::milliseconds after) : thread_([this, &pipe, after] {
-    std::unique_lock lock(mutex_);
-    if (!done_cv_.wait_for(lock, after, [this] { return done_; })) pipe.stop();
-  }) {}
+  StopAfter(Pipeline& pipe, std::chrono::milliseconds after)
+      : thread_([this, &pipe, after] {
+          std::unique_lock lock(mutex_);
+          if (!done_cv_.wait_for(lock, after, [this] { return done_; })) pipe.stop();
+        }) {}
   ~StopAfter() {
     {
       std::lock_guard lock(mutex_);
@@ -74,10 +75,8 @@ TunedRun run_light_heavy(std::optional<AutotuneOptions> autotune, const std::fil
   Pipeline pipe(options);
   std::atomic<std::uint64_t> sum{0};
   pipe.source("numbers", [i = std::uint64_t{0}]() mutable -> std::optional<std::uint64_t> { return i++; })
-      .map("light", [](std::uint64_t x) { return work(x, light_rounds); },
-           {.concurrency = parallel(1, 4, 1)})
-      .map("heavy", [](std::uint64_t x) { return work(x, heavy_rounds); },
-           {.concurrency = parallel(1, 4, 1)})
+      .map("light", [](std::uint64_t x) { return work(x, light_rounds); }, {.concurrency = parallel(1, 4, 1)})
+      .map("heavy", [](std::uint64_t x) { return work(x, heavy_rounds); }, {.concurrency = parallel(1, 4, 1)})
       .sink("sum", [&](std::uint64_t x) { sum.fetch_add(x & 1); });
   {
     StopAfter stop(pipe, std::chrono::seconds(3));

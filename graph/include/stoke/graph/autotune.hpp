@@ -15,7 +15,8 @@
 //     stage in front of it that is saturated and may grow gets one more call, while the cores in
 //     use leave half a core for it (the CPU budget); if no stage in front is saturated, items are
 //     held back by the in-flight limit: it grows (x2 while the target is idle half the time,
-//     x1.5 after), up to the memory budget;
+//     x1.5 after), up to the memory budget, unless the cores are all busy; if that bought
+//     nothing, the busiest stage gets one more call anyway;
 //   - the target saturated: a parallel stage using less than `idle` of its calls gives one back;
 //   - a condition must hold `patience` intervals in a row; each move is judged two intervals
 //     later on the pipeline's throughput (source items that left it: the finest count), and undone

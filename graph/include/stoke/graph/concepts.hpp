@@ -38,16 +38,19 @@ concept FilterBody = std::invocable<F&, In&&> && detail::is_optional<std::invoke
 /// `void(In, Emitter<Out>&)`: any number of outputs per input; may also have
 /// `flush(Emitter<Out>&)`, called once after the last input (e.g. a final partial batch).
 template <class F, class In, class Out>
-concept EmitBody = std::invocable<F&, In&&, Emitter<Out>&> &&
-                   std::is_void_v<std::invoke_result_t<F&, In&&, Emitter<Out>&>>;
+concept EmitBody = std::invocable < F&,
+        In&&, Emitter<Out>
+& > &&std::is_void_v<std::invoke_result_t<F&, In&&, Emitter<Out>&>>;
 
 /// `void(In, Completion<Out>)`: starts work that resolves the Completion later, from any thread.
 template <class F, class In, class Out>
-concept AsyncBody = std::invocable<F&, In&&, Completion<Out>&&> &&
-                    std::is_void_v<std::invoke_result_t<F&, In&&, Completion<Out>&&>>;
+concept AsyncBody =
+    std::invocable<F&, In&&, Completion<Out> &&>&& std::is_void_v<std::invoke_result_t<F&, In&&, Completion<Out>&&>>;
 
 template <class F, class Out>
-concept Flushable = requires(F& f, Emitter<Out>& out) { f.flush(out); };
+concept Flushable = requires(F& f, Emitter<Out>& out) {
+  f.flush(out);
+};
 
 /// `void(In)`: consumes items at the end of the pipeline.
 template <class F, class In>

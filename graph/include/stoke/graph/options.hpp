@@ -64,8 +64,9 @@ struct AutotuneOptions {
   double smoothing = 0.5;
   /// Consecutive intervals a condition must hold before the tuner acts on it.
   int patience = 2;
-  /// A stage busier than this share of its concurrency is saturated.
-  double saturated = 0.95;
+  /// A stage busier than this share of its concurrency is saturated (a bottleneck seldom reads
+  /// 100%: its calls wait for a thread between items).
+  double saturated = 0.9;
   /// A parallel stage busy less than this share has threads to give back.
   double idle = 0.5;
   /// A move must raise the target's rate by this share (a move that gives threads or memory

@@ -19,10 +19,10 @@ const char* to_string(StageKind kind) noexcept;
 struct StageStats {
   std::string name;
   StageKind kind = StageKind::map;
-  std::uint64_t items_in = 0;   ///< items accepted into the input buffer (sources: 0)
-  std::uint64_t items_out = 0;  ///< items handed downstream (sinks: items consumed)
-  std::uint64_t dropped = 0;    ///< filter returned nullopt / emit emitted nothing
-  std::uint64_t skipped = 0;    ///< body threw under OnError::skip
+  std::uint64_t items_in = 0;           ///< items accepted into the input buffer (sources: 0)
+  std::uint64_t items_out = 0;          ///< items handed downstream (sinks: items consumed)
+  std::uint64_t dropped = 0;            ///< filter returned nullopt / emit emitted nothing
+  std::uint64_t skipped = 0;            ///< body threw under OnError::skip
   std::chrono::nanoseconds busy{0};     ///< time inside the body, summed over concurrent calls
   std::chrono::nanoseconds starved{0};  ///< idle with an empty input buffer, waiting for input
   std::chrono::nanoseconds blocked{0};  ///< idle with input, waiting for room downstream (or, for
@@ -30,10 +30,10 @@ struct StageStats {
   int concurrency = 1;                  ///< current limit on concurrent calls
   int min_concurrency = 1;
   int max_concurrency = 1;
-  int active = 0;              ///< calls running now
-  std::size_t queued = 0;      ///< items waiting in the input buffer, reorder buffer included
+  int active = 0;          ///< calls running now
+  std::size_t queued = 0;  ///< items waiting in the input buffer, reorder buffer included
   std::size_t peak_queued = 0;
-  std::size_t capacity = 0;    ///< input buffer bound
+  std::size_t capacity = 0;  ///< input buffer bound
 };
 
 struct SkippedItem {
@@ -44,12 +44,12 @@ struct SkippedItem {
 
 struct RunReport {
   std::vector<StageStats> stages;
-  std::uint64_t produced = 0;  ///< items the source produced
-  std::uint64_t consumed = 0;  ///< items the sink consumed
-  std::uint64_t skipped = 0;   ///< all stages' skipped items
+  std::uint64_t produced = 0;              ///< items the source produced
+  std::uint64_t consumed = 0;              ///< items the sink consumed
+  std::uint64_t skipped = 0;               ///< all stages' skipped items
   std::vector<SkippedItem> skipped_items;  ///< the first PipelineOptions::max_listed_skips
-  bool stopped = false;    ///< ended early by stop() or a signal, after draining
-  bool cancelled = false;  ///< ended early by cancel() or a second signal, items discarded
+  bool stopped = false;                    ///< ended early by stop() or a signal, after draining
+  bool cancelled = false;                  ///< ended early by cancel() or a second signal, items discarded
   std::chrono::nanoseconds elapsed{0};
   /// The scheduler's moves, in order (empty without PipelineOptions::autotune).
   std::vector<Decision> decisions;
