@@ -207,16 +207,24 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+// Images/s in each whole second of a run from `from_s` on.
+std::vector<double> second_rates(const Run& run, double from_s) {
+  std::vector<double> rates;
+  const double end = run.samples.back().t;
+  for (double t = run.samples[sample_at(run.samples, from_s)].t; t + rate_window_s <= end + 1e-3; t += rate_window_s) {
+    const Sample& x = run.samples[sample_at(run.samples, t)];
+    const Sample& y = run.samples[sample_at(run.samples, t + rate_window_s)];
+    if (y.t > x.t) rates.push_back(static_cast<double>(y.images - x.images) / (y.t - x.t));
+  }
+  return rates;
+}
+
 Window window(const Run& run, const SimulatedDevice& device, double from_s) {
   const Sample& a = run.samples[sample_at(run.samples, from_s)];
   const Sample& b = run.samples.back();
   Window w{a.t, b.t, 0, 0, {}};
   if (b.t <= a.t) return w;
-  for (double t = a.t; t + rate_window_s <= b.t + 1e-3; t += rate_window_s) {
-    const Sample& x = run.samples[sample_at(run.samples, t)];
-    const Sample& y = run.samples[sample_at(run.samples, t + rate_window_s)];
-    if (y.t > x.t) w.second_rates.push_back(static_cast<double>(y.images - x.images) / (y.t - x.t));
-  }
+  w.second_rates = second_rates(run, from_s);
   w.rate = w.second_rates.size() >= 3 ? median(w.second_rates) : static_cast<double>(b.images - a.images) / (b.t - a.t);
   const auto at = [&](double t) {
     return run.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
@@ -275,8 +283,9 @@ struct Measured {
 
 // One run with the scheduler, judged against the best static setting's runs beside it.
 struct Trial {
-  Window tuned;            // its second half
-  double best_static = 0;  // images/s
+  Window tuned;                   // its second half
+  std::vector<double> by_second;  // images/s in each whole second of the run
+  double best_static = 0;         // images/s
   double ratio = 0;
   double to_95 = 0;  // seconds; NaN when not reached
   graph::RunReport report;
@@ -530,6 +539,7 @@ int bench_autotune(int argc, char** argv) {
     statics.push_back(measure(fixed(base, *best), dataset, per_batch, again, warmup).converged);
     Trial t;
     t.tuned = tuned.converged;
+    t.by_second = second_rates(tuned.run, 0);
     t.best_static = (statics[statics.size() - 2].rate + statics.back().rate) / 2;
     t.ratio = t.best_static > 0 ? t.tuned.rate / t.best_static : std::nan("");
     t.to_95 = seconds_to_reach(tuned.run.samples, target_ratio * t.best_static);
@@ -582,6 +592,9 @@ int bench_autotune(int argc, char** argv) {
       j.field("compute_busy", t.tuned.busy);
       j.field("images_per_sec", t.tuned.rate);
       j.field("best_static_images_per_sec", t.best_static);
+      j.begin_array("images_per_sec_by_second");
+      for (const double rate : t.by_second) j.value(rate);
+      j.end_array();
       j.end_object();
     }
     j.end_array();

@@ -48,6 +48,10 @@ class Json {
     separate();
     quote(value);
   }
+  void value(double value) {
+    separate();
+    number(value);
+  }
   void begin_object() {
     separate();
     open('{');
