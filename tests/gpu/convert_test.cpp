@@ -214,6 +214,7 @@ TEST(ConvertOptions, BadOptionsThrowNamingTheField) {
   expect_invalid({.stddev = {0.5f, inf, 0.5f}}, "stddev[1]");
   expect_invalid({.stddev = {0.5f, 0.5f, nan}}, "stddev[2]");
   expect_invalid({.dtype = DType::u8}, "dtype must be f32 or bf16, got u8");
+  expect_invalid({.dtype = DType::f16}, "dtype must be f32 or bf16, got f16");  // no f16 kernel
 }
 
 TEST(Convert, BadArgumentsThrowNamingThem) {

@@ -25,7 +25,7 @@ struct ConvertOptions {
   std::array<float, 3> mean = nodes::Normalize::imagenet_mean;
   /// Per channel (R, G, B), on the 0..1 scale.
   std::array<float, 3> stddev = nodes::Normalize::imagenet_std;
-  /// f32, or bf16 (the f32 value rounded to nearest, ties to even). u8 is refused.
+  /// f32, or bf16 (the f32 value rounded to nearest, ties to even). u8 and f16 are refused.
   DType dtype = DType::f32;
   TensorLayout layout = TensorLayout::nchw;
 
