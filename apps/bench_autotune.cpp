@@ -35,6 +35,7 @@
 #include "commands.hpp"
 #include "input_pipeline.hpp"
 #include "json.hpp"
+#include "median.hpp"
 
 namespace stoke::app {
 
@@ -200,13 +201,6 @@ struct Window {
   std::vector<double> second_rates;  // images/s in each whole second of the window
 };
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
-
 // Images/s in each whole second of a run from `from_s` on.
 std::vector<double> second_rates(const Run& run, double from_s) {
   std::vector<double> rates;
@@ -233,13 +227,18 @@ Window window(const Run& run, const SimulatedDevice& device, double from_s) {
   return w;
 }
 
-/// Two windows of the same setting as one: the median of all their seconds, the mean busy share.
-Window pooled(const Window& x, const Window& y) {
-  Window w{x.from, x.to + (y.to - y.from), 0, 0, x.second_rates};
-  w.second_rates.insert(w.second_rates.end(), y.second_rates.begin(), y.second_rates.end());
-  const double span_x = x.to - x.from, span_y = y.to - y.from;
+/// Runs of the same setting as one: the median of all their seconds; the busy share weighted by
+/// each window's length. (`from` and `to` stay 0: the windows are not one stretch of time.)
+Window pooled(const std::vector<Window>& windows) {
+  Window w;
+  double busy_seconds = 0, seconds = 0;
+  for (const Window& x : windows) {
+    w.second_rates.insert(w.second_rates.end(), x.second_rates.begin(), x.second_rates.end());
+    busy_seconds += x.busy * (x.to - x.from);
+    seconds += x.to - x.from;
+  }
   w.rate = median(w.second_rates);
-  w.busy = span_x + span_y > 0 ? (x.busy * span_x + y.busy * span_y) / (span_x + span_y) : 0;
+  w.busy = seconds > 0 ? busy_seconds / seconds : 0;
   return w;
 }
 
@@ -550,8 +549,7 @@ int bench_autotune(int argc, char** argv) {
                  run_number, t.tuned.rate, t.ratio, t.best_static, t.to_95, 100 * t.tuned.busy);
     trials.push_back(std::move(t));
   }
-  Window best_window = statics.front();
-  for (std::size_t i = 1; i < statics.size(); ++i) best_window = pooled(best_window, statics[i]);
+  const Window best_window = pooled(statics);
   const double best_rate = best_window.rate;
   const auto median_of = [&](auto field) {
     std::vector<double> picked;

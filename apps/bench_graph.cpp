@@ -17,6 +17,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "median.hpp"
 #include "stoke/graph/pipeline.hpp"
 
 namespace stoke::app {
@@ -93,11 +94,6 @@ double run_tbb(const Config& c, std::uint64_t& checksum) {
   const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   checksum = sum;
   return seconds;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

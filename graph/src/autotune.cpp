@@ -22,6 +22,12 @@ std::string percent(double share) {
   return text;
 }
 
+// Intervals after a move at which it is judged.
+constexpr int judge_after = 2;
+
+// "1 call", "3 calls".
+std::string calls(int n) { return std::to_string(n) + (n == 1 ? " call" : " calls"); }
+
 std::string key_of(DecisionKind kind, const std::string& stage) { return std::string(to_string(kind)) + ":" + stage; }
 
 DecisionKind inverse(DecisionKind kind) {
@@ -126,6 +132,22 @@ Decision Autotuner::make(DecisionKind kind, const std::string& stage, std::size_
   return Decision{kind, stage, from, to, std::move(why), now_, false};
 }
 
+Decision Autotuner::one_more(const StageLoad& s, std::string why) const {
+  const auto n = static_cast<std::size_t>(s.concurrency);
+  return make(DecisionKind::grow, s.name, n, n + 1, std::move(why));
+}
+
+Decision Autotuner::one_less(const StageLoad& s, std::string why) const {
+  const auto n = static_cast<std::size_t>(s.concurrency);
+  return make(DecisionKind::shrink, s.name, n, n - 1, std::move(why));
+}
+
+bool Autotuner::fits_budget(const StageLoad& s) const {
+  // One more call is about one more core (an async stage's operations run elsewhere): it must fit
+  // the budget, give or take half a core (a stage's calls also wait, for I/O or locks).
+  return s.kind == StageKind::async || cores_in_use() + 1.0 <= options_.cpu_budget + 0.5;
+}
+
 std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
   if (loads_.empty()) return std::nullopt;
   const std::size_t target = target_index();
@@ -147,11 +169,9 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
               [&](std::size_t x, std::size_t y) { return loads_[x].utilization < loads_[y].utilization; });
     for (const std::size_t i : donors) {
       const StageLoad& d = loads_[i];
-      if (auto decision = accept(make(DecisionKind::shrink, d.name, static_cast<std::size_t>(d.concurrency),
-                                      static_cast<std::size_t>(d.concurrency - 1),
-                                      sink.name + " is saturated (at work " + percent(sink.working()) + "); " + d.name +
-                                          " uses " + percent(d.utilization) + " of its " +
-                                          std::to_string(d.concurrency) + " calls: one goes back")))
+      if (auto decision = accept(one_less(d, sink.name + " is saturated (at work " + percent(sink.working()) + "); " +
+                                                 d.name + " uses " + percent(d.utilization) + " of its " +
+                                                 std::to_string(d.concurrency) + " calls: one goes back")))
         return decision;
     }
     return std::nullopt;
@@ -169,15 +189,9 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
     if (b.utilization < options_.saturated) break;  // the rest are less busy still
     any_saturated = true;
     if (b.concurrency >= b.max_concurrency) continue;  // serial, or at its maximum
-    const double cores = cores_in_use();
-    const std::string why = starving + "; " + b.name + " is busy " + percent(b.utilization) + " of its " +
-                            std::to_string(b.concurrency) + " call" + (b.concurrency > 1 ? "s" : "");
-    // One more call is about one more core (async stages excepted): it must fit the budget,
-    // give or take half a core (a stage's calls also wait, for I/O or locks).
-    if (b.kind != StageKind::async && cores + 1.0 > options_.cpu_budget + 0.5)
-      return std::nullopt;  // the CPU budget is the limit: the stages use what they may
-    if (auto decision = accept(make(DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency),
-                                    static_cast<std::size_t>(b.concurrency + 1), why + ": one more")))
+    if (!fits_budget(b)) return std::nullopt;          // the CPU budget is the limit: the stages use what they may
+    if (auto decision = accept(one_more(b, starving + "; " + b.name + " is busy " + percent(b.utilization) +
+                                               " of its " + calls(b.concurrency) + ": one more")))
       return decision;
   }
   if (any_saturated) return std::nullopt;
@@ -203,12 +217,9 @@ std::optional<Decision> Autotuner::propose(std::size_t max_in_flight) const {
   // threads for them all, say). The busiest, if it works more than it idles, gets one more call.
   if (upstream.empty()) return std::nullopt;
   const StageLoad& b = loads_[upstream.front()];
-  if (b.utilization < options_.idle || b.concurrency >= b.max_concurrency) return std::nullopt;
-  if (b.kind != StageKind::async && cores_in_use() + 1.0 > options_.cpu_budget + 0.5) return std::nullopt;
-  return accept(make(
-      DecisionKind::grow, b.name, static_cast<std::size_t>(b.concurrency), static_cast<std::size_t>(b.concurrency + 1),
-      starving + "; more in flight did not help and " + b.name + " is the busiest stage (" + percent(b.utilization) +
-          " of its " + std::to_string(b.concurrency) + " call" + (b.concurrency > 1 ? "s" : "") + "): one more"));
+  if (b.utilization < options_.idle || b.concurrency >= b.max_concurrency || !fits_budget(b)) return std::nullopt;
+  return accept(one_more(b, starving + "; more in flight did not help and " + b.name + " is the busiest stage (" +
+                                percent(b.utilization) + " of its " + calls(b.concurrency) + "): one more"));
 }
 
 std::vector<Decision> Autotuner::judge(const Pending& judged) {
@@ -235,17 +246,15 @@ std::vector<Decision> Autotuner::judge(const Pending& judged) {
       for (std::size_t j = 0; j < target; ++j) {
         const StageLoad& other = loads_[j];
         if (j == i || other.utilization < options_.saturated || other.concurrency >= other.max_concurrency) continue;
-        if (other.kind != StageKind::async && cores_in_use() + 1.0 > options_.cpu_budget + 0.5) break;
+        if (!fits_budget(other)) break;
         Pending next = judged;
         next.chain.push_back(judged.decision);
-        next.decision =
-            make(DecisionKind::grow, other.name, static_cast<std::size_t>(other.concurrency),
-                 static_cast<std::size_t>(other.concurrency + 1),
-                 grown.name + " grew without gain and is no longer saturated (busy " + percent(grown.utilization) +
-                     "); " + other.name + ", busy " + percent(other.utilization) + ", limits it too: one more");
+        next.decision = one_more(other, grown.name + " grew without gain and is no longer saturated (busy " +
+                                            percent(grown.utilization) + "); " + other.name + ", busy " +
+                                            percent(other.utilization) + ", limits it too: one more");
         next.progress_at = progress;
         next.made_at = now_;
-        next.wait = 2;
+        next.wait = judge_after;
         pending_ = next;
         return {next.decision};
       }
@@ -322,7 +331,7 @@ std::vector<Decision> Autotuner::observe(const std::vector<StageStats>& stats, s
   const Mark& first = marks_.front();
   const double window = seconds(now - first.at);
   const double items_before = progress > first.progress ? static_cast<double>(progress - first.progress) : 0.0;
-  pending_ = Pending{*proposal, {}, window > 0 ? items_before / window : 0.0, items_before, progress, now, 2};
+  pending_ = Pending{*proposal, {}, window > 0 ? items_before / window : 0.0, items_before, progress, now, judge_after};
   history_.push_back(*proposal);
   out.push_back(std::move(*proposal));
   return out;

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "expect_throw.hpp"
+
 namespace stoke::gpu {
 namespace {
 
@@ -39,17 +41,7 @@ std::vector<Out> convert_on_host(const std::vector<std::uint8_t>& in, std::size_
   return out;
 }
 
-// The expected message fragment, for EXPECT_THROW-like checks on the text.
-template <class Exception, class F>
-void expect_throw_mentioning(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one mentioning '" << fragment << "'";
-  } catch (const Exception& error) {
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-        << "message '" << error.what() << "' does not mention '" << fragment << "'";
-  }
-}
+using stoke::gpu::test::expect_throw_mentioning;
 
 TEST(DType, SizesAndNames) {
   EXPECT_EQ(element_size(DType::u8), 1u);

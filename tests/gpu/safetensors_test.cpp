@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "expect_throw.hpp"
+
 namespace stoke::gpu::nn {
 namespace {
 
@@ -93,17 +95,7 @@ std::vector<std::byte> read_all(const fs::path& path) {
   return bytes;
 }
 
-// The expected message fragment, for EXPECT_THROW-like checks on the text.
-template <class Exception, class F>
-void expect_throw_mentioning(F&& f, const std::string& fragment) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception; expected one mentioning '" << fragment << "'";
-  } catch (const Exception& error) {
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-        << "message '" << error.what() << "' does not mention '" << fragment << "'";
-  }
-}
+using stoke::gpu::test::expect_throw_mentioning;
 
 TEST_F(SafetensorsFiles, EveryDtypeRoundTrips) {
   const SafetensorsFile file = sample_file();

@@ -106,8 +106,8 @@ TEST(PipelineAutotune, FavoursTheExpensiveStage) {
 }
 
 TEST(PipelineAutotune, LogsEveryDecisionAndDrawsItInTheTrace) {
-  const auto trace = std::filesystem::temp_directory_path() / "stoke_autotune_trace.json";
-  const TunedRun run = run_light_heavy(AutotuneOptions{.interval = std::chrono::milliseconds(50)}, trace);
+  const TempPath trace("autotune_trace");
+  const TunedRun run = run_light_heavy(AutotuneOptions{.interval = std::chrono::milliseconds(50)}, trace.path());
   ASSERT_FALSE(run.report.decisions.empty());
   ASSERT_EQ(run.logged.size(), run.report.decisions.size()) << "on_decision sees each move the report lists";
   for (std::size_t i = 0; i < run.logged.size(); ++i) {
@@ -119,8 +119,7 @@ TEST(PipelineAutotune, LogsEveryDecisionAndDrawsItInTheTrace) {
   EXPECT_TRUE(contains(printed.str(), "scheduler: ")) << printed.str();
   EXPECT_TRUE(contains(printed.str(), run.report.decisions.front().why)) << printed.str();
 
-  const std::string json = read_text(trace);
-  std::filesystem::remove(trace);
+  const std::string json = read_text(trace.path());
   EXPECT_TRUE(contains(json, R"("cat":"scheduler","ph":"i")")) << "each move is an instant event";
   EXPECT_TRUE(contains(json, R"("name":"heavy calls","cat":"scheduler","ph":"C")")) << "each setting a counter";
   EXPECT_TRUE(contains(json, R"("name":"in-flight limit")"));

@@ -108,6 +108,9 @@ class Autotuner {
   std::vector<Decision> judge(const Pending& pending);
   bool is_tabu(const Decision& d) const;
   Decision make(DecisionKind kind, const std::string& stage, std::size_t from, std::size_t to, std::string why) const;
+  Decision one_more(const StageLoad& s, std::string why) const;
+  Decision one_less(const StageLoad& s, std::string why) const;
+  bool fits_budget(const StageLoad& s) const;
   std::size_t target_index() const noexcept;
 
   AutotuneOptions options_;
