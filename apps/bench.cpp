@@ -17,6 +17,8 @@ int bench(int argc, char** argv) {
       Subcommand{"autotune",
                  "the scheduler from a bad start vs the best static setting, feeding a simulated accelerator",
                  bench_autotune},
+      Subcommand{"nn", "training images/s of a built-in model on synthetic data already on the device (CPU or GPU)",
+                 bench_nn},
   };
   return dispatch("bench", "Measure the throughput of stoke's parts.", benchmarks, argc, argv);
 }

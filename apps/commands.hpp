@@ -23,6 +23,9 @@ int bench_device(int argc, char** argv);
 /// `stoke bench autotune`: the scheduler vs a sweep of static settings (apps/bench_autotune.cpp).
 int bench_autotune(int argc, char** argv);
 
+/// `stoke bench nn`: training throughput of a built-in model, synthetic data (apps/bench_nn.cpp).
+int bench_nn(int argc, char** argv);
+
 /// `stoke gen-shapes`: writes the synthetic shapes dataset as JPEG ImageFolders (apps/gen_shapes.cpp).
 int gen_shapes(int argc, char** argv);
 

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <string_view>
 
+#include <stoke/gpu/nn/blas.hpp>
+
 #include "cli.hpp"
 #include "commands.hpp"
 #include "version.hpp"
@@ -24,6 +26,8 @@ constexpr std::string_view summary =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything loads work onto OpenBLAS: it may need to load again with faster kernels.
+  stoke::gpu::nn::use_fastest_blas_kernels(argv);
   try {
     if (argc == 2 && std::string_view(argv[1]) == "--version") {
       std::cout << "stoke " << stoke::app::version << '\n';

@@ -1,5 +1,5 @@
 # stoke_add_test(NAME <name> SOURCES <file>... [LIBS <target>...] [GPU] [SERIAL]
-#                [STOKE_LIBS <target>...] [TEST_PREFIX <prefix>] [TEST_FILTER <gtest filter>])
+#                [STOKE_LIBS <target>...] [TEST_PREFIX <prefix>] [TEST_FILTER <gtest filter>] [TIMEOUT <s>])
 #
 # Adds a GoogleTest executable linked to GTest::gtest_main, stoke::stoke and LIBS, built with the
 # project's warnings, and registers each of its tests with ctest (gtest_discover_tests). Tests get
@@ -8,7 +8,8 @@
 # STOKE_LIBS replaces stoke::stoke (e.g. stoke_gpu_sim, stoke::gpu built on the simulated CUDA
 # runtime of tests/gpu/sim); TEST_PREFIX goes before each ctest name (e.g. "sim."); TEST_FILTER
 # registers only the tests it matches (gtest's --gtest_filter syntax). SERIAL runs its tests
-# alone (RUN_SERIAL): for tests whose subject is how a pipeline reacts to the cores it gets.
+# alone (RUN_SERIAL): for tests whose subject is how a pipeline reacts to the cores it gets, or that
+# need every core to finish in time. TIMEOUT: seconds per test (default 300).
 # With STOKE_INSTALL_TESTS=ON, the GPU-labelled executables, and those STOKE_BUNDLE_EXTRA_TESTS
 # names, are installed to libexec/stoke/tests for the relocatable bundle (cmake/StokeBundle.cmake);
 # the global property STOKE_INSTALLED_TESTS lists them.
@@ -17,7 +18,7 @@ include(GoogleTest)
 include(StokeBundle)
 
 function(stoke_add_test)
-  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU;SERIAL" "NAME;TEST_PREFIX;TEST_FILTER" "SOURCES;LIBS;STOKE_LIBS")
+  cmake_parse_arguments(PARSE_ARGV 0 arg "GPU;SERIAL" "NAME;TEST_PREFIX;TEST_FILTER;TIMEOUT" "SOURCES;LIBS;STOKE_LIBS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "stoke_add_test: unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -38,7 +39,10 @@ function(stoke_add_test)
   add_executable(${arg_NAME} ${arg_SOURCES})
   target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main ${arg_STOKE_LIBS} ${arg_LIBS}
     $<BUILD_INTERFACE:stoke_warnings>)
-  set(properties LABELS "${label}" TIMEOUT 300)
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  set(properties LABELS "${label}" TIMEOUT ${arg_TIMEOUT})
   if(arg_SERIAL)
     list(APPEND properties RUN_SERIAL TRUE)
   endif()

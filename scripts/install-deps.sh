@@ -21,6 +21,7 @@ packages=(
   libopencv-core-dev
   libopencv-imgproc-dev
   libjpeg62-turbo-dev
+  libopenblas-dev
 )
 
 for option in "$@"; do

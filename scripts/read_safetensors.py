@@ -23,6 +23,7 @@ FORMATS = {
     "F16": (2, lambda raw: list(struct.unpack("<%de" % (len(raw) // 2), raw))),
     "BF16": (2, _bf16),
     "U8": (1, lambda raw: list(raw)),
+    "I32": (4, lambda raw: list(struct.unpack("<%di" % (len(raw) // 4), raw))),
 }
 
 

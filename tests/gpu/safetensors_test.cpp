@@ -65,6 +65,10 @@ SafetensorsFile sample_file() {
       {.name = "lut", .dtype = DType::u8, .shape = {3}, .data = as_bytes(std::vector<std::uint8_t>{0, 7, 255})});
   file.tensors.push_back(
       {.name = "step.scale", .dtype = DType::f32, .shape = {}, .data = as_bytes(std::vector<float>{0.125f})});
+  file.tensors.push_back({.name = "labels",
+                          .dtype = DType::i32,
+                          .shape = {2},
+                          .data = as_bytes(std::vector<std::int32_t>{-7, 2147483647})});
   file.tensors.push_back({.name = "empty", .dtype = DType::f16, .shape = {0, 5}, .data = {}});
   file.tensors.push_back({.name = "empty.u8", .dtype = DType::u8, .shape = {0}, .data = {}});
   file.tensors.push_back({.name = "quote\"back\\slash\ttab \xc3\xa9",  // é in UTF-8

@@ -105,6 +105,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   if (name == "F16") return DType::f16;
   if (name == "BF16") return DType::bf16;
   if (name == "U8") return DType::u8;
+  if (name == "I32") return DType::i32;
   return std::nullopt;
 }
 
@@ -508,6 +509,8 @@ std::string_view safetensors_dtype_name(DType dtype) {
       return "BF16";
     case DType::f16:
       return "F16";
+    case DType::i32:
+      return "I32";
   }
   throw std::invalid_argument("safetensors: unknown DType " + std::to_string(static_cast<int>(dtype)));
 }

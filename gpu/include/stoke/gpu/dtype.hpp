@@ -19,14 +19,16 @@ enum class DType : std::uint8_t {
   f32,   ///< IEEE binary32
   bf16,  ///< bfloat16: binary32's sign and exponent with a 7-bit mantissa, stored as uint16 bits
   f16,   ///< IEEE binary16 (half): 5-bit exponent, 10-bit mantissa, stored as uint16 bits
+  i32,   ///< signed 32-bit integer (class labels)
 };
 
-/// Bytes per element: 1, 4, 2 or 2.
+/// Bytes per element: 1, 4, 2, 2 or 4.
 constexpr std::size_t element_size(DType dtype) noexcept {
   switch (dtype) {
     case DType::u8:
       return 1;
     case DType::f32:
+    case DType::i32:
       return 4;
     case DType::bf16:
     case DType::f16:
@@ -35,7 +37,7 @@ constexpr std::size_t element_size(DType dtype) noexcept {
   return 0;
 }
 
-/// "u8", "f32", "bf16" or "f16".
+/// "u8", "f32", "bf16", "f16" or "i32".
 constexpr std::string_view to_string(DType dtype) noexcept {
   switch (dtype) {
     case DType::u8:
@@ -46,6 +48,8 @@ constexpr std::string_view to_string(DType dtype) noexcept {
       return "bf16";
     case DType::f16:
       return "f16";
+    case DType::i32:
+      return "i32";
   }
   return "unknown";
 }

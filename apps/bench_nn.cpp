@@ -1,0 +1,139 @@
+// `stoke bench nn`: training throughput of a built-in model on synthetic data already on the
+// device (no input pipeline): forward, loss, backward and an SGD step per batch, timed after a
+// few warm-up steps. scripts/bench-nn.sh runs it against the same model in PyTorch, alternating
+// the two, and prints the ratio.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <stoke/gpu/device.hpp>
+#include <stoke/gpu/nn/backend.hpp>
+#include <stoke/gpu/nn/models.hpp>
+#include <stoke/gpu/nn/trainer.hpp>
+#include <stoke/gpu/stream.hpp>
+#include <stoke/nodes/random.hpp>
+#include <string>
+#include <vector>
+
+// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include "cli.hpp"
+#pragma GCC diagnostic pop
+#include "commands.hpp"
+#include "json.hpp"
+#include "median.hpp"
+
+namespace stoke::app {
+namespace {
+
+namespace po = boost::program_options;
+using Clock = std::chrono::steady_clock;
+
+struct Config {
+  std::string model = "small_cnn";
+  std::string device = "auto";
+  int batch = 64;
+  int size = 32;
+  int classes = 10;
+  int warmup = 3;
+  int steps = 20;
+  bool json = false;
+};
+
+// A batch of random images (normalised-looking values) and labels, on `device`.
+struct SyntheticBatch {
+  gpu::nn::Tensor images;
+  gpu::nn::Tensor labels;
+};
+
+SyntheticBatch make_batch(const Config& c, gpu::nn::Backend& backend) {
+  gpu::nn::Tensor images({c.batch, 3, c.size, c.size});
+  gpu::nn::Tensor labels({c.batch}, gpu::DType::i32);
+  nodes::ItemRng rng(1, 0, 0);
+  for (float& v : images.f32()) v = static_cast<float>(rng.uniform(-2, 2));
+  for (std::int64_t i = 0; i < c.batch; ++i) {
+    labels.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(rng.uniform_int(0, c.classes - 1));
+  }
+  return {images.to(backend.device(), backend.stream()), labels.to(backend.device(), backend.stream())};
+}
+
+}  // namespace
+
+int bench_nn(int argc, char** argv) {
+  Config c;
+  CommandOptions cli("bench nn",
+                     "Measures training throughput of a built-in model on synthetic data already on the device:\n"
+                     "each step is forward, softmax cross-entropy, backward and an SGD (momentum) update, the\n"
+                     "work of `stoke train` without the input pipeline. Prints images/s over --steps steps after\n"
+                     "--warmup untimed ones, and the median per-step time. The peer in PyTorch is\n"
+                     "scripts/bench_nn_torch.py; scripts/bench-nn.sh runs both and prints the ratio.\n\n"
+                     "  stoke bench nn --model small_cnn --batch 64 --size 32 --device cpu\n"
+                     "  stoke bench nn --model resnet50 --batch 256 --size 224 --json");
+  std::string models;
+  for (const gpu::nn::ModelInfo& info : gpu::nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
+  cli.add()("model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
+      "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N (auto: cuda:0 if usable)")(
+      "batch", po::value(&c.batch)->default_value(c.batch), "images per step")(
+      "size", po::value(&c.size)->default_value(c.size), "image side in pixels (square, 3 channels)")(
+      "classes", po::value(&c.classes)->default_value(c.classes), "classes of the classifier")(
+      "warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps first")(
+      "steps", po::value(&c.steps)->default_value(c.steps), "timed steps")(
+      "json", po::bool_switch(&c.json), "print one JSON line instead of the text");
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  if (c.batch <= 0 || c.size < 8 || c.classes < 1) {
+    return cli.usage_error("--batch and --classes must be positive and --size at least 8");
+  }
+  if (c.warmup < 0 || c.steps < 1) return cli.usage_error("--warmup must be >= 0 and --steps >= 1");
+
+  const gpu::Device device = gpu::select_device(c.device, &std::cerr);
+  std::unique_ptr<gpu::Stream> stream;
+  if (device.is_cuda()) stream = std::make_unique<gpu::Stream>(device);
+  auto backend = gpu::nn::make_backend(device, stream ? stream->view() : gpu::StreamView::host());
+  auto model = gpu::nn::make_model(c.model, {.classes = c.classes, .seed = 1});
+  model->to(device, backend->stream());
+  gpu::nn::Trainer trainer(*model, *backend,
+                           {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f},
+                            .schedule = {.kind = gpu::nn::LrScheduleKind::constant, .base_lr = 0.01f}});
+  const SyntheticBatch batch = make_batch(c, *backend);
+  if (!c.json) {
+    std::fprintf(stderr, "bench nn: %s (%lld parameters), batch %d, %dx%d, on %s\n", c.model.c_str(),
+                 static_cast<long long>(gpu::nn::parameter_count(*model)), c.batch, c.size, c.size,
+                 backend->describe().c_str());
+  }
+  for (int i = 0; i < c.warmup; ++i) (void)trainer.train_batch(batch.images, batch.labels);
+  backend->stream().synchronize();
+  std::vector<double> step_ms;
+  double last_loss = 0;
+  const auto start = Clock::now();
+  for (int i = 0; i < c.steps; ++i) {
+    const auto t0 = Clock::now();
+    const gpu::nn::LossResult result = trainer.train_batch(batch.images, batch.labels);
+    if (device.is_cpu() || i + 1 == c.steps) last_loss = result.read(backend->stream()).loss;
+    step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  backend->stream().synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double images_per_sec = static_cast<double>(c.batch) * c.steps / seconds;
+  if (c.json) {
+    Json j;
+    j.field("bench", "nn");
+    j.field("model", c.model);
+    j.field("device", device.str());
+    j.field("batch", c.batch);
+    j.field("size", c.size);
+    j.field("steps", c.steps);
+    j.field("images_per_sec", images_per_sec);
+    j.field("median_step_ms", median(step_ms));
+    j.field("last_loss", last_loss);
+    std::cout << j.str() << "\n";
+  } else {
+    std::printf("%s training, batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
+                c.model.c_str(), c.batch, c.size, c.size, device.str().c_str(), images_per_sec, median(step_ms),
+                last_loss);
+  }
+  return 0;
+}
+
+}  // namespace stoke::app

@@ -1,0 +1,32 @@
+#include "stoke/gpu/nn/backend.hpp"
+
+#include <utility>
+
+#include "cpu/cpu_backend.hpp"
+#if STOKE_HAS_CUDA
+#include "cuda/cuda_backend.hpp"
+#endif
+#include "stoke/gpu/error.hpp"
+
+namespace stoke::gpu::nn {
+
+Tensor Backend::zeros(Shape shape, DType dtype, TensorLayout layout) {
+  Tensor t = empty(std::move(shape), dtype, layout);
+  t.zero(stream());
+  return t;
+}
+
+std::unique_ptr<Backend> make_backend(Device device, StreamView stream) {
+  if (device.is_cpu()) return std::make_unique<CpuBackend>();
+  if (stream.device() != device) {
+    throw DeviceError("make_backend: the stream is on " + stream.device().str() + ", not on " + device.str());
+  }
+#if STOKE_HAS_CUDA
+  return make_cuda_backend(device, stream);
+#else
+  throw DeviceError("make_backend(" + device.str() +
+                    "): this build of stoke has no CUDA (configure with -DSTOKE_CUDA=ON); use Device::cpu()");
+#endif
+}
+
+}  // namespace stoke::gpu::nn
