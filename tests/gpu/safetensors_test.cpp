@@ -386,6 +386,10 @@ std::vector<float> values_of(const TensorRecord& t) {
       float v = 0;
       std::memcpy(&v, p, 4);
       values.push_back(v);
+    } else if (t.dtype == DType::i32) {
+      std::int32_t v = 0;
+      std::memcpy(&v, p, 4);
+      values.push_back(static_cast<float>(v));
     } else {
       std::uint16_t bits = 0;
       std::memcpy(&bits, p, 2);
