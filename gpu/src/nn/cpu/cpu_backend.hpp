@@ -8,6 +8,10 @@
 // pooling_cpu.cpp, loss_cpu.cpp, optimizer_cpu.cpp; cpu_backend.cpp has the rest.
 #pragma once
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <cstdint>
 #include <string>
 
 #include "stoke/gpu/nn/backend.hpp"
@@ -64,6 +68,21 @@ class CpuBackend final : public Backend {
   bool all_finite(const Tensor& x) override;
   void scale(const Tensor& x, float alpha) override;
 };
+
+/// Elements per task of the elementwise kernels: enough work to pay for a task.
+inline constexpr std::int64_t kGrain = std::int64_t{1} << 16;
+
+/// Calls body(begin, end) over [0, n) in chunks of about kGrain elements, in parallel (on the
+/// calling thread alone when n is small).
+template <class Body>
+void for_chunks(std::int64_t n, const Body& body) {
+  if (n <= kGrain) {
+    if (n > 0) body(std::int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, kGrain),
+                    [&](const tbb::blocked_range<std::int64_t>& range) { body(range.begin(), range.end()); });
+}
 
 /// Throws std::invalid_argument naming `what` unless `t` is an f32 tensor on the CPU in NCHW
 /// (row-major) order: what every CpuBackend kernel takes.

@@ -18,19 +18,6 @@
 namespace stoke::gpu::nn {
 namespace {
 
-constexpr std::int64_t kGrain = std::int64_t{1} << 16;
-
-// Calls body(begin, end) over [0, n) in chunks of about kGrain elements, in parallel.
-template <class Body>
-void for_chunks(std::int64_t n, const Body& body) {
-  if (n <= kGrain) {
-    if (n > 0) body(std::int64_t{0}, n);
-    return;
-  }
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, kGrain),
-                    [&](const tbb::blocked_range<std::int64_t>& range) { body(range.begin(), range.end()); });
-}
-
 void require_same_count(const Tensor& a, const Tensor& b, const char* kernel) {
   if (a.numel() != b.numel()) {
     throw std::invalid_argument(std::string("CpuBackend::") + kernel + ": " + a.describe() + " and " + b.describe() +
