@@ -75,6 +75,19 @@ cudnnMathType_t math_for(DType dtype, cudnnMathType_t searched) {
 
 }  // namespace
 
+template <class Perf, int Count, class Find>
+const CudaBackend::ConvAlgo& CudaBackend::conv_algo(const std::string& key, DType dtype, Find&& find) {
+  auto found = conv_algos_.find(key);
+  if (found != conv_algos_.end()) return found->second;
+  std::array<Perf, Count> results{};
+  int count = 0;
+  const DeviceBuffer search(device_, std::max<std::size_t>(search_workspace_bytes(device_), 1));
+  find(results.data(), Count, &count, search.data(), search.size());
+  const Perf& best = fastest(results.data(), count, key);
+  const ConvAlgo chosen{static_cast<int>(best.algo), math_for(dtype, best.mathType), best.memory};
+  return conv_algos_.emplace(key, chosen).first->second;
+}
+
 void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
                                  const Tensor& y) {
   constexpr const char* kernel = "conv2d_forward";
@@ -89,20 +102,13 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
   const TensorDescriptor y_desc(y);
   ConvolutionDescriptor conv(g, x.dtype());
   const std::string key = problem_key("fwd", g, x, w, y);
-  auto found = conv_algos_.find(key);
-  if (found == conv_algos_.end()) {
-    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> results{};
-    int count = 0;
-    const DeviceBuffer search(device_, std::max<std::size_t>(search_workspace_bytes(device_), 1));
-    // Writes y, which this call overwrites anyway.
-    STOKE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-        cudnn_.native(), x_desc.get(), x.data(), w_desc.get(), w.data(), conv.get(), y_desc.get(), y.data(),
-        static_cast<int>(results.size()), &count, results.data(), search.data(), search.size()));
-    const auto& best = fastest(results.data(), count, key);
-    const ConvAlgo chosen{static_cast<int>(best.algo), math_for(x.dtype(), best.mathType), best.memory};
-    found = conv_algos_.emplace(key, chosen).first;
-  }
-  const ConvAlgo& algo = found->second;
+  const ConvAlgo& algo = conv_algo<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+      key, x.dtype(), [&](auto* results, int capacity, int* count, void* search, std::size_t search_bytes) {
+        // Writes y, which this call overwrites anyway.
+        STOKE_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+            cudnn_.native(), x_desc.get(), x.data(), w_desc.get(), w.data(), conv.get(), y_desc.get(), y.data(),
+            capacity, count, results, search, search_bytes));
+      });
   conv.set_math(algo.math);
   const float one = 1.0f;
   const float zero = 0.0f;
@@ -121,20 +127,13 @@ void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy
   const TensorDescriptor dy_desc(dy);
   ConvolutionDescriptor conv(g, dx.dtype());
   const std::string key = problem_key("bwd_data", g, dx, w, dy);
-  auto found = conv_algos_.find(key);
-  if (found == conv_algos_.end()) {
-    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> results{};
-    int count = 0;
-    const DeviceBuffer search(device_, std::max<std::size_t>(search_workspace_bytes(device_), 1));
-    // Writes dx, which this call overwrites anyway.
-    STOKE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-        cudnn_.native(), w_desc.get(), w.data(), dy_desc.get(), dy.data(), conv.get(), dx_desc.get(), dx.data(),
-        static_cast<int>(results.size()), &count, results.data(), search.data(), search.size()));
-    const auto& best = fastest(results.data(), count, key);
-    const ConvAlgo chosen{static_cast<int>(best.algo), math_for(dx.dtype(), best.mathType), best.memory};
-    found = conv_algos_.emplace(key, chosen).first;
-  }
-  const ConvAlgo& algo = found->second;
+  const ConvAlgo& algo = conv_algo<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+      key, dx.dtype(), [&](auto* results, int capacity, int* count, void* search, std::size_t search_bytes) {
+        // Writes dx, which this call overwrites anyway.
+        STOKE_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+            cudnn_.native(), w_desc.get(), w.data(), dy_desc.get(), dy.data(), conv.get(), dx_desc.get(), dx.data(),
+            capacity, count, results, search, search_bytes));
+      });
   conv.set_math(algo.math);
   const float one = 1.0f;
   const float zero = 0.0f;
@@ -158,21 +157,14 @@ void CudaBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& 
   const TensorDescriptor dy_desc(dy);
   ConvolutionDescriptor conv(g, x.dtype());
   const std::string key = problem_key("bwd_filter", g, x, dw, dy);
-  auto found = conv_algos_.find(key);
-  if (found == conv_algos_.end()) {
-    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> results{};
-    int count = 0;
-    const DeviceBuffer search(device_, std::max<std::size_t>(search_workspace_bytes(device_), 1));
-    // The search writes its output, and dw accumulates: it searches with a scratch dw instead.
-    const Tensor scratch = empty(dw.shape(), dw.dtype(), dw.layout());
-    STOKE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        cudnn_.native(), x_desc.get(), x.data(), dy_desc.get(), dy.data(), conv.get(), dw_desc.get(), scratch.data(),
-        static_cast<int>(results.size()), &count, results.data(), search.data(), search.size()));
-    const auto& best = fastest(results.data(), count, key);
-    const ConvAlgo chosen{static_cast<int>(best.algo), math_for(x.dtype(), best.mathType), best.memory};
-    found = conv_algos_.emplace(key, chosen).first;
-  }
-  const ConvAlgo& algo = found->second;
+  const ConvAlgo& algo = conv_algo<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+      key, x.dtype(), [&](auto* results, int capacity, int* count, void* search, std::size_t search_bytes) {
+        // The search writes its output, and dw accumulates: it searches with a scratch dw instead.
+        const Tensor scratch = empty(dw.shape(), dw.dtype(), dw.layout());
+        STOKE_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            cudnn_.native(), x_desc.get(), x.data(), dy_desc.get(), dy.data(), conv.get(), dw_desc.get(),
+            scratch.data(), capacity, count, results, search, search_bytes));
+      });
   conv.set_math(algo.math);
   const float one = 1.0f;  // beta = 1: dw += the gradient
   STOKE_CUDNN_CHECK(

@@ -88,6 +88,11 @@ class CudaBackend final : public Backend {
   };
   /// The workspace, grown to at least `bytes`.
   void* workspace(std::size_t bytes);
+  /// The algorithm cached for `key`; else runs `find(results, capacity, &count, search_workspace,
+  /// search_bytes)` (a cudnnFind*AlgorithmEx call) into an array of Count Perf results, caches the
+  /// fastest that ran, and returns it (conv2d_cuda.cpp).
+  template <class Perf, int Count, class Find>
+  const ConvAlgo& conv_algo(const std::string& key, DType dtype, Find&& find);
 
   Device device_;
   StreamView stream_;
