@@ -38,8 +38,16 @@ struct Config {
   int classes = 10;
   int warmup = 3;
   int steps = 20;
+  std::string precision = "f32";
+  bool channels_last = false;
   bool json = false;
 };
+
+gpu::DType compute_dtype(const Config& c) {
+  if (c.precision == "bf16") return gpu::DType::bf16;
+  if (c.precision == "f16") return gpu::DType::f16;
+  return gpu::DType::f32;
+}
 
 // A batch of random images (normalised-looking values) and labels, on `device`.
 struct SyntheticBatch {
@@ -47,6 +55,7 @@ struct SyntheticBatch {
   gpu::nn::Tensor labels;
 };
 
+// The images come in the compute dtype and layout, as stoke's convert stage delivers them.
 SyntheticBatch make_batch(const Config& c, gpu::nn::Backend& backend) {
   gpu::nn::Tensor images({c.batch, 3, c.size, c.size});
   gpu::nn::Tensor labels({c.batch}, gpu::DType::i32);
@@ -55,7 +64,11 @@ SyntheticBatch make_batch(const Config& c, gpu::nn::Backend& backend) {
   for (std::int64_t i = 0; i < c.batch; ++i) {
     labels.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(rng.uniform_int(0, c.classes - 1));
   }
-  return {images.to(backend.device(), backend.stream()), labels.to(backend.device(), backend.stream())};
+  if (c.channels_last) images = gpu::nn::to_layout(images, gpu::TensorLayout::nhwc);
+  const gpu::nn::Tensor on_device = images.to(backend.device(), backend.stream());
+  gpu::nn::Tensor converted = backend.empty(on_device.shape(), compute_dtype(c), on_device.layout());
+  backend.cast(on_device, converted);
+  return {converted, labels.to(backend.device(), backend.stream())};
 }
 
 }  // namespace
@@ -69,7 +82,7 @@ int bench_nn(int argc, char** argv) {
                      "--warmup untimed ones, and the median per-step time. The peer in PyTorch is\n"
                      "scripts/bench_nn_torch.py; scripts/bench-nn.sh runs both and prints the ratio.\n\n"
                      "  stoke bench nn --model small_cnn --batch 64 --size 32 --device cpu\n"
-                     "  stoke bench nn --model resnet50 --batch 256 --size 224 --json");
+                     "  stoke bench nn --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last");
   std::string models;
   for (const gpu::nn::ModelInfo& info : gpu::nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
   cli.add()("model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
@@ -79,6 +92,9 @@ int bench_nn(int argc, char** argv) {
       "classes", po::value(&c.classes)->default_value(c.classes), "classes of the classifier")(
       "warmup", po::value(&c.warmup)->default_value(c.warmup), "untimed steps first")(
       "steps", po::value(&c.steps)->default_value(c.steps), "timed steps")(
+      "precision", po::value(&c.precision)->default_value(c.precision),
+      "f32, or bf16 / f16 mixed precision (f32 master weights; f16 with dynamic loss scaling); CUDA only")(
+      "channels-last", po::bool_switch(&c.channels_last), "NHWC images and filters (tensor cores want them); CUDA only")(
       "json", po::bool_switch(&c.json), "print one JSON line instead of the text");
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
@@ -86,16 +102,25 @@ int bench_nn(int argc, char** argv) {
     return cli.usage_error("--batch and --classes must be positive and --size at least 8");
   }
   if (c.warmup < 0 || c.steps < 1) return cli.usage_error("--warmup must be >= 0 and --steps >= 1");
+  if (c.precision != "f32" && c.precision != "bf16" && c.precision != "f16") {
+    return cli.usage_error("--precision must be f32, bf16 or f16 (got '" + c.precision + "')");
+  }
 
   const gpu::Device device = gpu::select_device(c.device, &std::cerr);
   std::unique_ptr<gpu::Stream> stream;
   if (device.is_cuda()) stream = std::make_unique<gpu::Stream>(device);
   auto backend = gpu::nn::make_backend(device, stream ? stream->view() : gpu::StreamView::host());
+  if (!backend->supports(compute_dtype(c), c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw)) {
+    return cli.usage_error("--precision " + c.precision + (c.channels_last ? " --channels-last" : "") +
+                           " needs a CUDA device; " + backend->describe() + " computes in f32 NCHW only");
+  }
   auto model = gpu::nn::make_model(c.model, {.classes = c.classes, .seed = 1});
   model->to(device, backend->stream());
+  if (c.channels_last) model->to_layout(gpu::TensorLayout::nhwc, backend->stream());
   gpu::nn::Trainer trainer(*model, *backend,
                            {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f},
-                            .schedule = {.kind = gpu::nn::LrScheduleKind::constant, .base_lr = 0.01f}});
+                            .schedule = {.kind = gpu::nn::LrScheduleKind::constant, .base_lr = 0.01f},
+                            .compute = compute_dtype(c)});
   const SyntheticBatch batch = make_batch(c, *backend);
   if (!c.json) {
     std::fprintf(stderr, "bench nn: %s (%lld parameters), batch %d, %dx%d, on %s\n", c.model.c_str(),
@@ -123,15 +148,17 @@ int bench_nn(int argc, char** argv) {
     j.field("device", device.str());
     j.field("batch", c.batch);
     j.field("size", c.size);
+    j.field("precision", c.precision);
+    j.field("channels_last", c.channels_last);
     j.field("steps", c.steps);
     j.field("images_per_sec", images_per_sec);
     j.field("median_step_ms", median(step_ms));
     j.field("last_loss", last_loss);
     std::cout << j.str() << "\n";
   } else {
-    std::printf("%s training, batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
-                c.model.c_str(), c.batch, c.size, c.size, device.str().c_str(), images_per_sec, median(step_ms),
-                last_loss);
+    std::printf("%s training (%s%s), batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
+                c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size,
+                c.size, device.str().c_str(), images_per_sec, median(step_ms), last_loss);
   }
   return 0;
 }

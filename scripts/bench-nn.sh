@@ -17,7 +17,7 @@ repeats="${REPEATS:-3}"
 steps="${STEPS:-20}"
 if [[ "${1:-}" == "--gpu" ]]; then
   common=(--model resnet50 --batch 256 --size 224 --classes 1000 --steps "${steps}" --warmup 5)
-  stoke_args=(--device cuda)
+  stoke_args=(--device cuda --precision bf16 --channels-last)
   torch_args=(--device cuda --channels-last --bf16)
   goal=0.9
 else

@@ -16,6 +16,17 @@ Tensor Backend::zeros(Shape shape, DType dtype, TensorLayout layout) {
   return t;
 }
 
+bool Backend::supports(DType dtype, TensorLayout layout) const noexcept {
+  return dtype == DType::f32 && layout == TensorLayout::nchw;
+}
+
+bool Backend::all_finite_in(std::span<const Tensor> xs) {
+  for (const Tensor& x : xs) {
+    if (!all_finite(x)) return false;
+  }
+  return true;
+}
+
 std::unique_ptr<Backend> make_backend(Device device, StreamView stream) {
   if (device.is_cpu()) return std::make_unique<CpuBackend>();
   if (stream.device() != device) {

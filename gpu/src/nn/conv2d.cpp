@@ -5,6 +5,7 @@
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "stoke/nodes/random.hpp"
 
@@ -87,8 +88,14 @@ Tensor Conv2d::forward_impl(const Tensor& x, Context& ctx) {
   }
   Tensor y = ctx.backend.empty({x.dim(0), g.out_channels, g.output_size(x.dim(2)), g.output_size(x.dim(3))}, x.dtype(),
                                x.layout());
-  ctx.backend.conv2d_forward(g, x, weight_.value, bias_ ? bias_->value : Tensor(), y);
-  input_ = ctx.mode == Mode::train ? x : Tensor();
+  Tensor w = compute_value(weight_, x, ctx.backend);
+  ctx.backend.conv2d_forward(g, x, w, bias_ ? compute_value(*bias_, x, ctx.backend) : Tensor(), y);
+  if (ctx.mode == Mode::train) {
+    input_ = x;
+    compute_weight_ = std::move(w);  // backward's data gradient needs the same (cast) weights
+  } else {
+    release_activations();
+  }
   return y;
 }
 
@@ -100,10 +107,13 @@ Tensor Conv2d::backward_impl(const Tensor& dy, Context& ctx) {
                                 to_string(expected));
   }
   Tensor dx = ctx.backend.empty(input_.shape(), input_.dtype(), input_.layout());
-  ctx.backend.conv2d_backward_data(g, dy, weight_.value, dx);
-  ctx.backend.conv2d_backward_filter(g, input_, dy, gradient(weight_, ctx.backend),
-                                     bias_ ? gradient(*bias_, ctx.backend) : Tensor());
-  input_ = {};
+  ctx.backend.conv2d_backward_data(g, dy, compute_weight_, dx);
+  GradientTarget dw(weight_, input_.dtype(), ctx.backend);
+  GradientTarget db = bias_ ? GradientTarget(*bias_, input_.dtype(), ctx.backend) : GradientTarget();
+  ctx.backend.conv2d_backward_filter(g, input_, dy, dw.tensor(), db.tensor());
+  dw.commit();
+  db.commit();
+  release_activations();
   return dx;
 }
 

@@ -66,9 +66,12 @@ Tensor Flatten::forward_impl(const Tensor& x, Context& ctx) {
   if (x.rank() < 2) {
     throw std::invalid_argument(describe() + ": the input " + x.describe() + " has no dimensions after N to flatten");
   }
-  if (x.rank() == 4 && x.layout() == TensorLayout::nhwc) {
+  // Rows are in NCHW order, as PyTorch flattens; channels-last memory has that order only when
+  // each channel holds one value (after global pooling), which is where the models flatten.
+  if (x.rank() == 4 && x.layout() == TensorLayout::nhwc && x.dim(2) * x.dim(3) != 1) {
     throw std::invalid_argument(describe() + ": the input " + x.describe() +
-                                " is channels-last; Flatten takes NCHW for now (convert with to_layout first)");
+                                " is channels-last with H * W > 1; Flatten takes those in NCHW only (pool to 1x1 "
+                                "first, or convert with to_layout)");
   }
   input_shape_ = ctx.mode == Mode::train ? x.shape() : Shape{};
   return x.reshape({x.dim(0), features(x.shape())});

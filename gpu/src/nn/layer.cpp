@@ -45,11 +45,50 @@ void Layer::to(Device device, StreamView stream) {
   forward_kept_ = false;
 }
 
+void Layer::to_layout(TensorLayout layout, StreamView stream) {
+  for_each_parameter([&](const std::string&, Parameter& p) {
+    p.grad = {};
+    if (p.value.rank() != 4 || p.value.layout() == layout) return;
+    const Device device = p.value.device();
+    const Tensor host = device.is_cpu() ? p.value : p.value.to(Device::cpu(), stream);
+    p.value = nn::to_layout(host, layout).to(device, stream);
+  });
+  release_activations();
+  forward_kept_ = false;
+}
+
 const Tensor& Layer::gradient(Parameter& p, Backend& backend) {
   if (!p.grad.defined() || p.grad.device() != backend.device()) {
-    p.grad = backend.zeros(p.value.shape(), DType::f32);
+    p.grad = backend.zeros(p.value.shape(), DType::f32, p.value.layout());
   }
   return p.grad;
+}
+
+Tensor Layer::compute_value(const Parameter& p, const Tensor& x, Backend& backend) const {
+  if (p.value.rank() == 4 && x.rank() == 4 && p.value.layout() != x.layout()) {
+    const std::string layout(to_string(x.layout()));
+    throw std::invalid_argument(describe() + ": the input " + x.describe() + " is " + layout + " but the weights " +
+                                p.value.describe() + " are not; rearrange the model's weights first with " +
+                                "model.to_layout(TensorLayout::" + layout + ")");
+  }
+  if (x.dtype() == p.value.dtype()) return p.value;
+  Tensor copy = backend.empty(p.value.shape(), x.dtype(), p.value.layout());
+  backend.cast(p.value, copy);
+  return copy;
+}
+
+Layer::GradientTarget::GradientTarget(Parameter& p, DType dtype, Backend& backend)
+    : parameter_(&p), backend_(&backend) {
+  const Tensor& grad = gradient(p, backend);
+  target_ = dtype == grad.dtype() ? grad : backend.zeros(grad.shape(), dtype, grad.layout());
+}
+
+void Layer::GradientTarget::commit() {
+  if (parameter_ == nullptr || target_.data() == parameter_->grad.data()) return;
+  Tensor widened = backend_->empty(target_.shape(), DType::f32, target_.layout());
+  backend_->cast(target_, widened);
+  backend_->add(parameter_->grad, widened, parameter_->grad);
+  target_ = {};
 }
 
 std::string Layer::join(const std::string& prefix, const std::string& name) {

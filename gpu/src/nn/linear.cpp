@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "stoke/nodes/random.hpp"
 
@@ -47,8 +48,14 @@ Tensor Linear::forward_impl(const Tensor& x, Context& ctx) {
                                 " is not floating point (f32, bf16 or f16)");
   }
   Tensor y = ctx.backend.empty({x.dim(0), out_}, x.dtype());
-  ctx.backend.linear_forward(x, weight_.value, bias_ ? bias_->value : Tensor(), y);
-  input_ = ctx.mode == Mode::train ? x : Tensor();
+  Tensor w = compute_value(weight_, x, ctx.backend);
+  ctx.backend.linear_forward(x, w, bias_ ? compute_value(*bias_, x, ctx.backend) : Tensor(), y);
+  if (ctx.mode == Mode::train) {
+    input_ = x;
+    compute_weight_ = std::move(w);  // backward's input gradient needs the same (cast) weights
+  } else {
+    release_activations();
+  }
   return y;
 }
 
@@ -59,10 +66,12 @@ Tensor Linear::backward_impl(const Tensor& dy, Context& ctx) {
                                 to_string(expected) + " (the shape of the last forward's output)");
   }
   Tensor dx = ctx.backend.empty(input_.shape(), input_.dtype());
-  const Tensor& dw = gradient(weight_, ctx.backend);
-  const Tensor db = bias_ ? gradient(*bias_, ctx.backend) : Tensor();
-  ctx.backend.linear_backward(input_, weight_.value, dy, dx, dw, db);
-  input_ = {};
+  GradientTarget dw(weight_, input_.dtype(), ctx.backend);
+  GradientTarget db = bias_ ? GradientTarget(*bias_, input_.dtype(), ctx.backend) : GradientTarget();
+  ctx.backend.linear_backward(input_, compute_weight_, dy, dx, dw.tensor(), db.tensor());
+  dw.commit();
+  db.commit();
+  release_activations();
   return dx;
 }
 

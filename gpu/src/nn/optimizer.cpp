@@ -35,7 +35,7 @@ Sgd::Sgd(Layer& model, Backend& backend, const SgdOptions& options) : backend_(b
                                   " but the backend on " + backend.device().str() +
                                   " (move the model with Layer::to first)");
     }
-    Tensor momentum_buffer = options.momentum > 0 ? backend.zeros(p.value.shape()) : Tensor();
+    Tensor momentum_buffer = options.momentum > 0 ? backend.zeros(p.value.shape(), DType::f32, p.value.layout()) : Tensor();
     slots_.push_back({name, &p, std::move(momentum_buffer)});
   });
 }
@@ -54,6 +54,13 @@ void Sgd::step(float lr, float grad_scale) {
       throw std::logic_error("Sgd::step: parameter '" + slot.name + "' is on " + p.value.device().str() +
                              " but the optimizer's backend on " + backend_.device().str() +
                              " (the model was moved after the optimizer was built; build it afterwards)");
+    }
+    // The update pairs elements in memory order: a parameter rearranged by Layer::to_layout after
+    // the optimizer was built would be updated with a momentum of other elements.
+    if (slot.momentum_buffer.defined() && slot.momentum_buffer.layout() != p.value.layout()) {
+      throw std::logic_error("Sgd::step: parameter '" + slot.name + "' is " + p.value.describe() +
+                             " but its momentum buffer " + slot.momentum_buffer.describe() +
+                             " (the model's layout changed after the optimizer was built; build it afterwards)");
     }
     const SgdStep update{.lr = lr,
                          .momentum = options_.momentum,

@@ -142,7 +142,7 @@ TEST(Flatten, RejectsWhatItCannotFlatten) {
                                                        "no dimensions after N");
   const Tensor channels_last({2, 3, 2, 2}, DType::f32, Device::cpu(), TensorLayout::nhwc);
   test::expect_throw_mentioning<std::invalid_argument>([&] { (void)flatten.forward(channels_last, f.ctx); },
-                                                       "Flatten takes NCHW for now");
+                                                       "Flatten takes those in NCHW only");
   (void)flatten.forward(Tensor({2, 3, 2, 2}), f.ctx);
   test::expect_throw_mentioning<std::invalid_argument>(
       [&] {

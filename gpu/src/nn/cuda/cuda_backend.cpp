@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -368,17 +369,22 @@ void CudaBackend::cast(const Tensor& src, const Tensor& dst) {
   cuda::cast(src.dtype(), src.data(), dst.dtype(), dst.data(), src.numel(), native(stream_));
 }
 
-bool CudaBackend::all_finite(const Tensor& x) {
-  require_float(x, device_, "all_finite", "x");
+bool CudaBackend::all_finite(const Tensor& x) { return all_finite_in(std::span<const Tensor>(&x, 1)); }
+
+bool CudaBackend::all_finite_in(std::span<const Tensor> xs) {
+  for (const Tensor& x : xs) require_float(x, device_, "all_finite", "x");
   const DeviceGuard guard(device_);
+  // One counter for all the tensors and one wait: a ResNet-50 has 161 gradients to check a step.
   auto* count = finite_count_.as<unsigned>();
   STOKE_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(unsigned), native(stream_)));
-  cuda::count_non_finite(x.dtype(), x.data(), x.numel(), count, native(stream_));
+  for (const Tensor& x : xs) cuda::count_non_finite(x.dtype(), x.data(), x.numel(), count, native(stream_));
   unsigned bad = 0;
   STOKE_CUDA_CHECK(cudaMemcpyAsync(&bad, count, sizeof(unsigned), cudaMemcpyDeviceToHost, native(stream_)));
   stream_.synchronize();
   return bad == 0;
 }
+
+bool CudaBackend::supports(DType dtype, TensorLayout /*layout*/) const noexcept { return is_float_type(dtype); }
 
 void CudaBackend::scale(const Tensor& x, float alpha) {
   require_float(x, device_, "scale", "x");

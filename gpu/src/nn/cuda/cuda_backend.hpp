@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
   Device device() const noexcept override { return device_; }
   StreamView stream() const noexcept override { return stream_; }
   std::string describe() const override;
+  bool supports(DType dtype, TensorLayout layout) const noexcept override;
   Tensor empty(Shape shape, DType dtype, TensorLayout layout) override;
 
   void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -75,6 +76,7 @@ class CudaBackend final : public Backend {
   void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   bool all_finite(const Tensor& x) override;
+  bool all_finite_in(std::span<const Tensor> xs) override;
   void scale(const Tensor& x, float alpha) override;
 
   const DevicePool& pool() const noexcept { return pool_; }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "stoke/gpu/device.hpp"
@@ -82,6 +83,9 @@ class Backend {
   virtual StreamView stream() const noexcept = 0;
   /// "cpu (OpenBLAS, 2 threads)", "cuda:0 NVIDIA H200 (cuDNN 9.x, cuBLAS 13.x)".
   virtual std::string describe() const = 0;
+  /// True when the kernels compute in `dtype` with images in `layout`. The base answers for f32
+  /// NCHW only, all the CpuBackend takes; CudaBackend takes f32, bf16 and f16 in NCHW and NHWC.
+  virtual bool supports(DType dtype, TensorLayout layout) const noexcept;
 
   /// Uninitialised memory on the device for a tensor (pooled on CUDA, so a training step
   /// allocates nothing from the driver once the shapes are known).
@@ -166,6 +170,10 @@ class Backend {
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
   /// False when any element of x is infinite or NaN (f32, bf16, f16). Waits for the stream.
   virtual bool all_finite(const Tensor& x) = 0;
+  /// True when every element of every tensor is finite: one wait for the stream, not one per
+  /// tensor (the fp16 loss scaler's overflow check of all gradients). The base calls the
+  /// one-tensor form for each.
+  virtual bool all_finite_in(std::span<const Tensor> xs);
   /// x *= alpha.
   virtual void scale(const Tensor& x, float alpha) = 0;
 

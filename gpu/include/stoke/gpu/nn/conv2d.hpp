@@ -38,7 +38,10 @@ class Conv2d : public Layer {
   Parameter* bias() noexcept { return bias_ ? &*bias_ : nullptr; }
 
   void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
-  void release_activations() override { input_ = {}; }
+  void release_activations() override {
+    input_ = {};
+    compute_weight_ = {};
+  }
   std::string describe() const override;
 
  protected:
@@ -49,7 +52,8 @@ class Conv2d : public Layer {
   Conv2dGeometry geometry_;
   Parameter weight_;
   std::optional<Parameter> bias_;
-  Tensor input_;  // kept by forward for backward
+  Tensor input_;           // kept by forward for backward
+  Tensor compute_weight_;  // the weights in the input's dtype, kept by forward for backward
 };
 
 }  // namespace stoke::gpu::nn

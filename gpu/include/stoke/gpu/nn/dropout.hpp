@@ -27,8 +27,8 @@ class Dropout : public Layer {
   Tensor mask_;  // u8; undefined when forward was the identity
 };
 
-/// Flatten: {N, d1, d2, ...} -> {N, d1 * d2 * ...}, sharing the elements (an NHWC input is made
-/// NCHW first, so the features come in PyTorch's order).
+/// Flatten: {N, d1, d2, ...} -> {N, d1 * d2 * ...}, sharing the elements, in PyTorch's (NCHW)
+/// order: an NHWC input is taken only with H = W = 1, where the two orders are the same.
 class Flatten : public Layer {
  public:
   Flatten() = default;

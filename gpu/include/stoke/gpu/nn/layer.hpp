@@ -10,6 +10,12 @@
 // device; backward follows a forward in training mode) and then call the layer's *_impl. A layer
 // is used by one thread at a time. In Mode::eval forward keeps nothing for backward and no
 // gradient memory is ever allocated: that is inference mode.
+//
+// Mixed precision: a model computes in the dtype and layout of its input. Parameters stay f32
+// (the master weights the optimizer updates); a layer fed bf16 or f16 hands the kernels a copy of
+// its weights cast to that dtype each forward, and adds the half-precision weight gradients the
+// kernels produce into the f32 gradients. For channels-last (NHWC) inputs the convolution
+// weights are rearranged once, by to_layout(), as PyTorch's model.to(memory_format=...) does.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +79,12 @@ class Layer {
   virtual void for_each_buffer(const BufferVisitor& visit, const std::string& prefix = {});
   /// Moves parameters and buffers to `device` (copies enqueued on `stream`), gradients dropped.
   void to(Device device, StreamView stream = StreamView::host());
+  /// Rearranges the 4-d parameters (convolution weights, {Cout, Cin/g, k, k}) into `layout`,
+  /// which must be the layout of the inputs: CUDA's channels-last kernels want channels-last
+  /// filters. Gradients are dropped; build the optimizer afterwards (its momentum buffers take the
+  /// parameters' layout). Parameters on a GPU make a round trip through the host (once, before
+  /// training).
+  void to_layout(TensorLayout layout, StreamView stream = StreamView::host());
   /// Frees what forward kept for backward.
   virtual void release_activations() {}
 
@@ -83,8 +95,29 @@ class Layer {
   Layer() = default;
   virtual Tensor forward_impl(const Tensor& x, Context& ctx) = 0;
   virtual Tensor backward_impl(const Tensor& dy, Context& ctx) = 0;
-  /// The gradient tensor of `p`, zeros allocated on first use.
+  /// The gradient tensor of `p`, zeros allocated on first use (f32, in p's layout).
   static const Tensor& gradient(Parameter& p, Backend& backend);
+  /// p's values as the kernels take them for the input `x`: p.value itself when x is f32, else a
+  /// copy cast to x's dtype. Throws std::invalid_argument naming the layer when p is 4-d in
+  /// another layout than x (Layer::to_layout fixes it).
+  Tensor compute_value(const Parameter& p, const Tensor& x, Backend& backend) const;
+
+  /// Where a kernel that computes in `dtype` accumulates p's gradient: for f32 p's gradient
+  /// itself; for bf16 and f16 (the kernels take one dtype per call) a zeroed scratch tensor of
+  /// that dtype, whose values commit() adds into p's f32 gradient.
+  class GradientTarget {
+   public:
+    /// A target of nothing: tensor() is undefined and commit() does nothing (a layer without bias).
+    GradientTarget() = default;
+    GradientTarget(Parameter& p, DType dtype, Backend& backend);
+    const Tensor& tensor() const noexcept { return target_; }
+    void commit();
+
+   private:
+    Parameter* parameter_ = nullptr;
+    Backend* backend_ = nullptr;
+    Tensor target_;
+  };
   /// "prefix.name", or "name" for an empty prefix.
   static std::string join(const std::string& prefix, const std::string& name);
 

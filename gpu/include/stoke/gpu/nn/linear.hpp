@@ -30,7 +30,10 @@ class Linear : public Layer {
   std::int64_t out_features() const noexcept { return out_; }
 
   void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
-  void release_activations() override { input_ = {}; }
+  void release_activations() override {
+    input_ = {};
+    compute_weight_ = {};
+  }
   std::string describe() const override;
 
  protected:
@@ -42,7 +45,8 @@ class Linear : public Layer {
   std::int64_t out_;
   Parameter weight_;
   std::optional<Parameter> bias_;
-  Tensor input_;
+  Tensor input_;           // kept by forward for backward
+  Tensor compute_weight_;  // the weights in the input's dtype, kept by forward for backward
 };
 
 }  // namespace stoke::gpu::nn
