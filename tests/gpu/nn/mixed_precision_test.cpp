@@ -24,6 +24,7 @@
 #include <stoke/gpu/nn/trainer.hpp>
 
 #include "../expect_throw.hpp"
+#include "compare.hpp"
 #include "emulated_backend.hpp"
 #include "gradcheck.hpp"
 
@@ -33,6 +34,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::expect_throw_mentioning;
 using testing::EmulatedBackend;
+using testing::expect_same_steps;
+using testing::relative_error;
 using testing::random_tensor;
 
 // x converted to `dtype` (and `layout` for a 4-d x) on the host.
@@ -57,56 +60,12 @@ double max_abs(const std::vector<float>& values) {
   return m;
 }
 
-// The relative L2 error of `actual` against `expected`: |a - e| / |e|.
-double relative_error(const std::vector<float>& actual, const std::vector<float>& expected) {
-  double error = 0;
-  double norm = 0;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const double diff = static_cast<double>(actual.at(i)) - static_cast<double>(expected[i]);
-    error += diff * diff;
-    norm += static_cast<double>(expected[i]) * static_cast<double>(expected[i]);
-  }
-  return norm > 0 ? std::sqrt(error / norm) : std::sqrt(error);
-}
-
 // One layer's outputs: the rounding of inputs, weights and results to bf16 (8 significant bits)
 // or f16 (11) leaves a relative error of a few units of the last place.
 void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double bound,
                   const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
   EXPECT_LE(relative_error(actual, expected), bound) << what;
-}
-
-// The training steps of two runs moved the parameters by about the same: per tensor, the relative
-// L2 error of actual's change from `start` against expected's is below `bound`. Much looser than
-// for one layer: at initialisation a model's weight gradients are small residues of sums that
-// cancel (the batch's loss gradients nearly sum to zero, and batch norm's backward subtracts
-// their means), and ReLU masks and max-pool winners flip on values that round together, so a
-// rounding of 2^-11 in the activations shows as several percent in the first steps (the same in
-// PyTorch's autocast). What this catches is plumbing: a scale not undone, a lost accumulation, a
-// weight read in the wrong layout -- errors of 50% and more.
-void expect_same_steps(const std::map<std::string, std::vector<float>>& actual,
-                       const std::map<std::string, std::vector<float>>& expected,
-                       const std::map<std::string, std::vector<float>>& start, double bound) {
-  for (const auto& [name, e] : expected) {
-    const std::vector<float>& a = actual.at(name);
-    const std::vector<float>& s = start.at(name);
-    ASSERT_EQ(a.size(), e.size()) << name;
-    std::vector<float> expected_step(e.size());
-    std::vector<float> actual_step(e.size());
-    for (std::size_t i = 0; i < e.size(); ++i) {
-      expected_step[i] = e[i] - s[i];
-      actual_step[i] = a[i] - s[i];
-    }
-    EXPECT_GT(max_abs(expected_step), 0) << name << " did not move";
-    EXPECT_LE(relative_error(actual_step, expected_step), bound) << name;
-  }
-}
-
-std::map<std::string, std::vector<float>> parameters_of(Layer& model) {
-  std::map<std::string, std::vector<float>> values;
-  model.for_each_parameter([&](const std::string& name, Parameter& p) { values[name] = planar_values(p.value); });
-  return values;
 }
 
 Tensor labels_for(std::int64_t n, int classes) {
@@ -119,7 +78,7 @@ Tensor labels_for(std::int64_t n, int classes) {
 
 TEST(MixedPrecisionLayers, ToLayoutRearrangesConvolutionWeightsAndBack) {
   auto model = make_model("small_cnn", {.classes = 10, .seed = 3, .width = 4});
-  const auto before = parameters_of(*model);
+  const auto before = testing::parameter_values(*model);
   std::map<std::string, Tensor> originals;
   model->for_each_parameter([&](const std::string& name, Parameter& p) { originals[name] = p.value; });
 
@@ -135,7 +94,7 @@ TEST(MixedPrecisionLayers, ToLayoutRearrangesConvolutionWeightsAndBack) {
     EXPECT_EQ(p.value.shape(), originals[name].shape()) << name;
   });
   EXPECT_EQ(rearranged, 4);  // small_cnn's four convolutions
-  EXPECT_EQ(parameters_of(*model), before) << "the same values at the same logical indices";
+  EXPECT_EQ(testing::parameter_values(*model), before) << "the same values at the same logical indices";
 
   model->to_layout(TensorLayout::nchw);
   model->for_each_parameter([&](const std::string& name, Parameter& p) {
@@ -270,15 +229,15 @@ TEST_F(MixedPrecisionTrainer, Bf16ChannelsLastStepsFollowTheF32Steps) {
   Trainer full(*full_model, *cpu, options(DType::f32));
   Trainer half(*half_model, emulated, options(DType::bf16));
   const Tensor nhwc_images = to_layout(images_, TensorLayout::nhwc);  // f32: the Trainer casts to bf16
-  const auto start = parameters_of(*full_model);
+  const auto start = testing::parameter_values(*full_model);
   for (int step = 0; step < 3; ++step) {
     const LossStats f = full.train_batch(images_, labels_).read();
     const LossStats h = half.train_batch(nhwc_images, labels_).read();
     EXPECT_NEAR(h.loss, f.loss, 2e-2 * f.loss) << "step " << step;
   }
   EXPECT_EQ(half.loss_scale(), 1.0f) << "bf16 has f32's range: no loss scaling";
-  const auto half_values = parameters_of(*half_model);
-  expect_same_steps(half_values, parameters_of(*full_model), start, 0.3);
+  const auto half_values = testing::parameter_values(*half_model);
+  expect_same_steps(half_values, testing::parameter_values(*full_model), start, 0.3);
 
   // The checkpoint of the channels-last run is in PyTorch's NCHW order: an f32 NCHW trainer
   // resumes from it with the same weights and momentum.
@@ -287,7 +246,7 @@ TEST_F(MixedPrecisionTrainer, Bf16ChannelsLastStepsFollowTheF32Steps) {
   Trainer resumed(*resumed_model, *cpu, options(DType::f32));
   resumed.load(dir_ / "bf16.safetensors");
   EXPECT_EQ(resumed.step(), 3);
-  EXPECT_EQ(parameters_of(*resumed_model), half_values);
+  EXPECT_EQ(testing::parameter_values(*resumed_model), half_values);
   std::map<std::string, std::vector<float>> half_momentum;
   half.optimizer().for_each_state([&](const std::string& n, Tensor& t) { half_momentum[n] = planar_values(t); });
   resumed.optimizer().for_each_state([&](const std::string& n, Tensor& t) {
@@ -305,13 +264,13 @@ TEST_F(MixedPrecisionTrainer, F16StepUndoesTheLossScale) {
   Trainer full(*full_model, *cpu, options(DType::f32));
   Trainer half(*half_model, emulated, f16);
   EXPECT_EQ(half.loss_scale(), 1024.0f);
-  const auto start = parameters_of(*full_model);
+  const auto start = testing::parameter_values(*full_model);
   (void)full.train_batch(images_, labels_);
   const LossStats h = half.train_batch(images_, labels_).read();
   EXPECT_TRUE(std::isfinite(h.loss));
   EXPECT_EQ(half.skipped_steps(), 0);
   EXPECT_EQ(half.loss_scale(), 1024.0f);
-  expect_same_steps(parameters_of(*half_model), parameters_of(*full_model), start, 0.15);
+  expect_same_steps(testing::parameter_values(*half_model), testing::parameter_values(*full_model), start, 0.15);
 
   (void)half.train_batch(images_, labels_);
   EXPECT_EQ(half.loss_scale(), 2048.0f) << "two good steps in a row (growth_interval 2) double the scale";
@@ -333,13 +292,13 @@ TEST_F(MixedPrecisionTrainer, F16OverflowSkipsTheStepAndLowersTheScale) {
   // 2^40 times a loss gradient of order 1/N is far beyond f16's largest value (65504).
   f16.loss_scale.initial = 1099511627776.0f;
   Trainer half(*half_model, emulated, f16);
-  const auto before = parameters_of(*half_model);
+  const auto before = testing::parameter_values(*half_model);
 
   (void)half.train_batch(images_, labels_);
   EXPECT_EQ(half.skipped_steps(), 1);
   EXPECT_EQ(half.loss_scale(), 549755813888.0f) << "halved (backoff 0.5)";
   EXPECT_EQ(half.step(), 1) << "a skipped step still counts for the schedule";
-  EXPECT_EQ(parameters_of(*half_model), before) << "a skipped step changes no weight";
+  EXPECT_EQ(testing::parameter_values(*half_model), before) << "a skipped step changes no weight";
   half.optimizer().for_each_state([&](const std::string& name, Tensor& momentum) {
     EXPECT_EQ(max_abs(momentum.to_vector()), 0.0) << name << ": nor any momentum";
   });
@@ -357,7 +316,7 @@ TEST_F(MixedPrecisionTrainer, F16OverflowSkipsTheStepAndLowersTheScale) {
   }
   EXPECT_LT(half.skipped_steps(), steps) << "a step went through at scale " << half.loss_scale();
   EXPECT_EQ(half.loss_scale(), std::ldexp(1.0f, 40 - static_cast<int>(half.skipped_steps())));
-  EXPECT_NE(parameters_of(*half_model), before);
+  EXPECT_NE(testing::parameter_values(*half_model), before);
 }
 
 TEST_F(MixedPrecisionTrainer, CpuBackendRefusesMixedPrecisionAndChannelsLastNamingTheFix) {
