@@ -74,6 +74,7 @@ Tensor Flatten::forward_impl(const Tensor& x, Context& ctx) {
                                 "first, or convert with to_layout)");
   }
   input_shape_ = ctx.mode == Mode::train ? x.shape() : Shape{};
+  input_layout_ = x.layout();
   return x.reshape({x.dim(0), features(x.shape())});
 }
 
@@ -83,7 +84,7 @@ Tensor Flatten::backward_impl(const Tensor& dy, Context& /*ctx*/) {
     throw std::invalid_argument(describe() + ": the gradient " + dy.describe() + " is not shaped like the output " +
                                 to_string(expected));
   }
-  Tensor dx = dy.reshape(input_shape_);
+  Tensor dx = dy.reshape(input_shape_, input_layout_);
   input_shape_.clear();
   return dx;
 }

@@ -51,6 +51,7 @@ void Layer::to_layout(TensorLayout layout, StreamView stream) {
     if (p.value.rank() != 4 || p.value.layout() == layout) return;
     const Device device = p.value.device();
     const Tensor host = device.is_cpu() ? p.value : p.value.to(Device::cpu(), stream);
+    stream.synchronize();  // the host reads the copy next
     p.value = nn::to_layout(host, layout).to(device, stream);
   });
   release_activations();

@@ -133,6 +133,18 @@ Tensor Tensor::reshape(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::reshape(Shape shape, TensorLayout layout) const {
+  Tensor t = reshape(shape);
+  if (t.rank() != 4 || t.layout_ == layout) return t;
+  if (t.shape_[1] != 1 && t.shape_[2] * t.shape_[3] != 1) {
+    throw std::invalid_argument("Tensor::reshape: " + describe() + " cannot become " + to_string(t.shape_) + " " +
+                                std::string(to_string(layout)) +
+                                ": the two memory orders differ (they agree only when C == 1 or H * W == 1)");
+  }
+  t.layout_ = layout;
+  return t;
+}
+
 Tensor Tensor::to(Device device, StreamView stream) const {
   Tensor t(shape_, dtype_, device, layout_);
   t.copy_from(*this, stream);

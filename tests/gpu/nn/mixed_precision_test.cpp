@@ -174,6 +174,10 @@ TEST(MixedPrecisionLayers, FlattenTakesChannelsLastOnlyWhenEachChannelHoldsOneVa
   Flatten flatten;
   const Tensor pooled = as(random_tensor({2, 6, 1, 1}, 3), DType::f32, TensorLayout::nhwc);
   EXPECT_EQ(flatten.forward(pooled, ctx).shape(), (Shape{2, 6}));
+  // The gradient goes back channels-last, as the layer below it produced its output.
+  const Tensor dx = flatten.backward(random_tensor({2, 6}, 4), ctx);
+  EXPECT_EQ(dx.shape(), (Shape{2, 6, 1, 1}));
+  EXPECT_EQ(dx.layout(), TensorLayout::nhwc);
   expect_throw_mentioning<std::invalid_argument>(
       [&] { (void)flatten.forward(as(random_tensor({2, 6, 2, 2}, 3), DType::f32, TensorLayout::nhwc), ctx); },
       "channels-last");

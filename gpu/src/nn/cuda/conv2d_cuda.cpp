@@ -96,6 +96,8 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
     require_float(b, device_, kernel, "b", &x);
     require_count(b, g.out_channels, kernel, "b");
   }
+  // cuDNN takes no zero dimension; an empty batch has nothing to compute (and adds nothing).
+  if (x.dim(0) == 0) return;
   const DeviceGuard guard(device_);
   const TensorDescriptor x_desc(x);
   const FilterDescriptor w_desc(w);
@@ -121,6 +123,7 @@ void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const
 void CudaBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
   constexpr const char* kernel = "conv2d_backward_data";
   check_problem(kernel, g, dx, "dx", w, dy, "dy", device_);
+  if (dx.dim(0) == 0) return;
   const DeviceGuard guard(device_);
   const TensorDescriptor dx_desc(dx);
   const FilterDescriptor w_desc(w);
@@ -151,6 +154,7 @@ void CudaBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& 
     require_float(db, device_, kernel, "db", &x);
     require_count(db, g.out_channels, kernel, "db");
   }
+  if (x.dim(0) == 0) return;
   const DeviceGuard guard(device_);
   const TensorDescriptor x_desc(x);
   const FilterDescriptor dw_desc(dw);

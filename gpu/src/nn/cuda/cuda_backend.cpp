@@ -120,6 +120,12 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
     require_f32(*t, device_, kernel, what);
     require_count(*t, dims.c, kernel, what);
   }
+  if (dims.n * dims.h * dims.w < 2) {
+    // As the CPU: one value per channel has no variance (the unbiased running variance would
+    // divide 0 by 0 and stay NaN).
+    throw std::invalid_argument(std::string("CudaBackend::") + kernel + ": x is " + x.describe() +
+                                "; training needs more than one value per channel (N * H * W > 1)");
+  }
   const DeviceGuard guard(device_);
   cuda::batch_norm_forward_training(x.dtype(), x.data(), gamma.data_as<const float>(), beta.data_as<const float>(),
                                     running_mean.data_as<float>(), running_var.data_as<float>(), momentum, eps,

@@ -41,6 +41,7 @@ class Flatten : public Layer {
 
  private:
   Shape input_shape_;
+  TensorLayout input_layout_ = TensorLayout::nchw;  // the gradient goes back in it
 };
 
 }  // namespace stoke::gpu::nn

@@ -91,6 +91,9 @@ class Tensor {
   /// The same elements with another shape of the same element count; a 4-d result keeps the
   /// layout, anything else is row-major (NCHW). Throws std::invalid_argument naming both shapes.
   Tensor reshape(Shape shape) const;
+  /// reshape() to a 4-d shape tagged `layout`: for a channels-last result from rows (Flatten's
+  /// gradient), allowed only where the two memory orders agree (C == 1 or H * W == 1).
+  Tensor reshape(Shape shape, TensorLayout layout) const;
 
   /// A copy on `device` (possibly the same one), enqueued on `stream` (a CUDA stream of the
   /// device on the GPU side of the copy; the host stream for host-to-host).
