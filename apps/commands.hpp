@@ -26,6 +26,9 @@ int bench_autotune(int argc, char** argv);
 /// `stoke bench nn`: training throughput of a built-in model, synthetic data (apps/bench_nn.cpp).
 int bench_nn(int argc, char** argv);
 
+/// `stoke train`: a built-in model on an image dataset, through the whole graph (apps/train.cpp).
+int train(int argc, char** argv);
+
 /// `stoke gen-shapes`: writes the synthetic shapes dataset as JPEG ImageFolders (apps/gen_shapes.cpp).
 int gen_shapes(int argc, char** argv);
 

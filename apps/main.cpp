@@ -13,6 +13,7 @@
 namespace {
 
 constexpr std::array commands{
+    stoke::app::Subcommand{"train", "train an image classifier end to end (stoke train --help)", stoke::app::train},
     stoke::app::Subcommand{"bench", "measure the throughput of stoke's parts (stoke bench --help)", stoke::app::bench},
     stoke::app::Subcommand{"pack", "pack an image folder or file list into one shard + index for fast reading",
                            stoke::app::pack},

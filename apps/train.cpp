@@ -1,0 +1,416 @@
+// `stoke train`: trains a built-in model on an image dataset through the whole graph -- source ->
+// read -> decode + augment -> batch -> train step (forward, loss, backward, SGD) -- with the
+// scheduler keeping the train step fed, evaluates on the validation split after every epoch, and
+// checkpoints. With no --data it trains the small CNN on the built-in shapes dataset, written
+// once into a cache folder: the quickstart's main job.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stoke/gpu/device.hpp>
+#include <stoke/gpu/nn/backend.hpp>
+#include <stoke/gpu/nn/models.hpp>
+#include <stoke/gpu/nn/trainer.hpp>
+#include <stoke/gpu/stream.hpp>
+#include <stoke/graph/signal.hpp>
+#include <stoke/nodes/shapes.hpp>
+#include <string>
+#include <vector>
+
+// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include "cli.hpp"
+#pragma GCC diagnostic pop
+#include "commands.hpp"
+#include "input_pipeline.hpp"
+#include "json.hpp"
+
+namespace stoke::app {
+namespace {
+
+namespace fs = std::filesystem;
+namespace nn = gpu::nn;
+namespace po = boost::program_options;
+using Clock = std::chrono::steady_clock;
+
+struct TrainConfig {
+  std::string data;  // empty: the built-in shapes dataset
+  std::string val;   // empty: DATA/../val when DATA ends in "train", else none
+  std::string model = "small_cnn";
+  int epochs = 10;
+  int batch = 64;
+  int size = 0;  // 0: 32 for small_cnn and mobilenet, 224 for the ResNets
+  float lr = 0.05f;
+  std::string schedule = "cosine";
+  double warmup = 1;  // epochs
+  float momentum = 0.9f;
+  float weight_decay = 5e-4f;
+  float label_smoothing = 0.05f;
+  std::string precision = "fp32";
+  std::string device = "auto";
+  int threads = 0;
+  std::string autotune = "on";
+  int accumulate = 1;
+  std::string checkpoint;  // a folder; empty: none
+  std::string resume;      // a checkpoint file
+  std::vector<std::string> transforms;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+// ---- the built-in dataset
+
+// $STOKE_CACHE, else $XDG_CACHE_HOME/stoke, else ~/.cache/stoke, else ./.stoke-cache.
+fs::path cache_folder() {
+  if (const char* dir = std::getenv("STOKE_CACHE"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir != nullptr && *dir != '\0') return fs::path(dir) / "stoke";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return fs::path(home) / ".cache/stoke";
+  return ".stoke-cache";
+}
+
+// The shapes dataset the quickstart trains on: 10 classes at 32 px, enough images that the small
+// CNN generalises rather than memorises. Written once; a marker file says it is complete, so an
+// interrupted generation is redone rather than trained on.
+fs::path builtin_dataset(bool quiet) {
+  const fs::path root = cache_folder() / "shapes-10x32-v1";
+  const fs::path done = root / ".complete";
+  if (fs::exists(done)) return root;
+  nodes::ShapesDatasetOptions options{.out = root,
+                                      .classes = 10,
+                                      .train_per_class = 2000,
+                                      .val_per_class = 200,
+                                      .size = 32,
+                                      .seed = 1,
+                                      .quality = 95,
+                                      .force = true,
+                                      .threads = 0};
+  if (!quiet) std::fprintf(stderr, "stoke train: writing the shapes dataset to %s (once)\n", root.c_str());
+  fs::create_directories(root);
+  nodes::write_shapes_dataset(options, [&](std::size_t written, std::size_t total) {
+    if (!quiet) std::fprintf(stderr, "\r  %zu / %zu images", written, total);
+  });
+  if (!quiet) std::fprintf(stderr, "\n");
+  std::ofstream(done) << "complete\n";
+  return root;
+}
+
+// ---- batches to tensors
+
+// The batch's images {n, 3, size, size} f32 and labels {n} i32 on the backend's device. On the
+// CPU they are views of the batch (alive for the sink call); on a GPU, copies whose transfer is
+// finished before the batch goes back to its pool.
+struct BatchTensors {
+  nn::Tensor images;
+  nn::Tensor labels;
+};
+
+BatchTensors to_tensors(nodes::Batch& batch, nn::Backend& backend) {
+  const auto n = static_cast<std::int64_t>(batch.size());
+  const auto side = static_cast<std::int64_t>(batch.shape().height);
+  nn::Tensor images = nn::Tensor::view_of(batch.f32().data(), {n, 3, side, side}, gpu::DType::f32);
+  nn::Tensor labels = nn::Tensor::view_of(batch.labels().data(), {n}, gpu::DType::i32);
+  if (backend.device().is_cpu()) return {images, labels};
+  BatchTensors out{images.to(backend.device(), backend.stream()), labels.to(backend.device(), backend.stream())};
+  backend.stream().synchronize();
+  return out;
+}
+
+// ---- one epoch
+
+struct EpochTotals {
+  double loss_sum = 0;  // sum over batches of mean loss x batch size
+  std::int64_t correct = 0;
+  std::int64_t images = 0;
+  std::uint64_t skipped = 0;
+  double seconds = 0;
+  double compute_busy = 0;  // the train (or eval) stage's busy time / wall time
+  std::string bottleneck;   // the busiest stage besides the sink
+  bool stopped = false;
+};
+
+// Runs `dataset` once through the input pipeline into `step` (train or evaluate).
+template <class Step>
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
+                      Step&& step, const std::function<void(const EpochTotals&)>& progress) {
+  Input input = make_input(dataset, config);
+  input.pipeline_options.stop_on_signal = true;  // Ctrl-C drains the epoch (SignalStop in train())
+  graph::Pipeline pipe(input.pipeline_options);
+  EpochTotals totals;
+  auto last_progress = Clock::now();
+  add_input(pipe, input, config)
+      .sink(stage,
+            [&](nodes::Batch batch) {
+              const nn::LossStats s = step(batch);
+              totals.loss_sum += s.loss * static_cast<double>(s.count);
+              totals.correct += s.correct;
+              totals.images += s.count;
+              if (Clock::now() - last_progress > std::chrono::milliseconds(250)) {
+                last_progress = Clock::now();
+                progress(totals);
+              }
+            },
+            {.capacity = config.prefetch});
+  const graph::RunReport report = pipe.run();
+  totals.seconds = std::chrono::duration<double>(report.elapsed).count();
+  totals.skipped = report.skipped;
+  totals.stopped = report.stopped || report.cancelled;
+  // The limit: the train step itself while it is (nearly) always busy; else the input stage that
+  // worked longest, the one keeping it waiting.
+  std::chrono::nanoseconds busiest{0};
+  for (const graph::StageStats& s : report.stages) {
+    if (s.name == stage) {
+      totals.compute_busy = totals.seconds > 0 ? std::chrono::duration<double>(s.busy).count() / totals.seconds : 0;
+    } else if (s.busy > busiest) {
+      busiest = s.busy;
+      totals.bottleneck = s.name;
+    }
+  }
+  if (totals.compute_busy >= 0.9) totals.bottleneck = stage;
+  return totals;
+}
+
+int size_for(const TrainConfig& c) {
+  if (c.size > 0) return c.size;
+  return c.model == "small_cnn" || c.model == "mobilenet" ? 32 : 224;
+}
+
+gpu::DType compute_dtype(const std::string& precision) {
+  if (precision == "bf16") return gpu::DType::bf16;
+  if (precision == "fp16") return gpu::DType::f16;
+  return gpu::DType::f32;
+}
+
+}  // namespace
+
+int train(int argc, char** argv) {
+  TrainConfig c;
+  CommandOptions cli("train",
+                     "Trains a built-in image classifier through the whole graph: read -> decode + augment ->\n"
+                     "batch -> train step (forward, softmax cross-entropy, backward, SGD with momentum), the\n"
+                     "scheduler moving threads to whichever input stage keeps the train step waiting. Evaluates\n"
+                     "on the validation split after each epoch and writes a checkpoint (safetensors) per epoch.\n"
+                     "With no --data: the built-in shapes dataset (10 classes, 32 px; written once to\n"
+                     "$STOKE_CACHE or ~/.cache/stoke) and the small CNN.\n\n"
+                     "  stoke train                                    # the quickstart's job\n"
+                     "  stoke train --data imagenet/train --val imagenet/val --model resnet50 --size 224 \\\n"
+                     "              --batch 256 --lr 0.1 --epochs 90 --precision bf16 --checkpoint runs/r50");
+  std::string models;
+  for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
+  cli.add()("data", po::value(&c.data), "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
+      "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
+      "model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
+      "epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")(
+      "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
+      "size", po::value(&c.size)->default_value(c.size), "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
+      "lr", po::value(&c.lr)->default_value(c.lr), "learning rate after the warmup")(
+      "schedule", po::value(&c.schedule)->default_value(c.schedule), "cosine, step (x0.1 every 30% of the run) or constant")(
+      "warmup", po::value(&c.warmup)->default_value(c.warmup), "epochs of linear warmup")(
+      "momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum (Nesterov)")(
+      "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "on weights, not biases or BN")(
+      "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing), "in [0, 1)")(
+      "precision", po::value(&c.precision)->default_value(c.precision), "fp32, or bf16 / fp16 mixed precision (CUDA)")(
+      "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N")(
+      "threads", po::value(&c.threads)->default_value(c.threads), "input threads (0: the scheduler's choice)")(
+      "autotune", po::value(&c.autotune)->default_value(c.autotune), "on or off: the scheduler moves input threads")(
+      "accumulate", po::value(&c.accumulate)->default_value(c.accumulate), "batches per optimizer step")(
+      "checkpoint", po::value(&c.checkpoint), "folder for epoch_N.safetensors and last.safetensors")(
+      "resume", po::value(&c.resume), "a checkpoint to continue from (its epoch, step, LR and weights)")(
+      "transform", po::value(&c.transforms)->multitoken(),
+      "training transforms (default: random_resized_crop size=S scale=0.35:1, random_horizontal_flip, normalize)")(
+      "seed", po::value(&c.seed)->default_value(c.seed), "shuffling, augmentation, initial weights")(
+      "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout");
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  if (c.epochs < 1 || c.batch < 1 || c.accumulate < 1) {
+    return cli.usage_error("--epochs, --batch and --accumulate must be at least 1");
+  }
+  if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16") {
+    return cli.usage_error("--precision must be fp32, bf16 or fp16 (got '" + c.precision + "')");
+  }
+  if (c.autotune != "on" && c.autotune != "off") {
+    return cli.usage_error("--autotune must be on or off (got '" + c.autotune + "')");
+  }
+  nn::LrScheduleKind schedule_kind{};
+  try {
+    schedule_kind = nn::parse_lr_schedule(c.schedule);
+  } catch (const std::invalid_argument& e) {
+    return cli.usage_error(e.what());
+  }
+
+  // ---- data
+  fs::path train_path = c.data;
+  fs::path val_path = c.val;
+  if (c.data.empty()) {
+    const fs::path root = builtin_dataset(c.json);
+    train_path = root / "train";
+    if (val_path.empty()) val_path = root / "val";
+  } else if (val_path.empty() && train_path.filename() == "train" && fs::is_directory(train_path.parent_path() / "val")) {
+    val_path = train_path.parent_path() / "val";
+  }
+  const nodes::DatasetPtr train_set = open_dataset(train_path);
+  const nodes::DatasetPtr val_set = val_path.empty() ? nullptr : open_dataset(val_path);
+  if (train_set->size() < static_cast<std::size_t>(c.batch)) {
+    throw std::runtime_error(train_path.string() + " has " + std::to_string(train_set->size()) +
+                             " images, fewer than one batch of " + std::to_string(c.batch) + " (lower --batch)");
+  }
+  const int classes = static_cast<int>(train_set->classes().size());
+  if (classes < 2) {
+    throw std::runtime_error(train_path.string() + " has " + std::to_string(classes) +
+                             " class; a classifier needs at least two (one subfolder per class)");
+  }
+
+  // ---- compute
+  const gpu::Device device = gpu::select_device(c.device, c.json ? nullptr : &std::cerr);
+  std::unique_ptr<gpu::Stream> stream;
+  if (device.is_cuda()) stream = std::make_unique<gpu::Stream>(device);
+  auto backend = nn::make_backend(device, stream ? stream->view() : gpu::StreamView::host());
+  const gpu::DType compute = compute_dtype(c.precision);
+  if (!backend->supports(compute, gpu::TensorLayout::nchw)) {
+    return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend->describe() +
+                           " computes in fp32 only");
+  }
+  auto model = nn::make_model(c.model, {.classes = classes, .seed = c.seed});
+  model->to(device, backend->stream());
+
+  const int size = size_for(c);
+  const auto batches_per_epoch = static_cast<std::int64_t>(train_set->size() / static_cast<std::size_t>(c.batch));
+  const std::int64_t steps_per_epoch = std::max<std::int64_t>(1, batches_per_epoch / c.accumulate);
+  const std::int64_t total_steps = steps_per_epoch * c.epochs;
+  const auto warmup_steps = std::min<std::int64_t>(static_cast<std::int64_t>(c.warmup * static_cast<double>(steps_per_epoch)), total_steps - 1);
+  nn::Trainer trainer(*model, *backend,
+                      {.sgd = {.momentum = c.momentum, .weight_decay = c.weight_decay, .nesterov = c.momentum > 0},
+                       .schedule = {.kind = schedule_kind,
+                                    .base_lr = c.lr,
+                                    .total_steps = total_steps,
+                                    .warmup_steps = std::max<std::int64_t>(warmup_steps, 0),
+                                    .warmup_start = 0.0f,
+                                    .step_size = std::max<std::int64_t>(1, total_steps * 3 / 10),
+                                    .gamma = 0.1f,
+                                    .min_lr = 0.0f},
+                       .label_smoothing = c.label_smoothing,
+                       .accumulation = c.accumulate,
+                       .seed = c.seed,
+                       .compute = compute,
+                       .loss_scale = {}});
+  if (!c.resume.empty()) {
+    trainer.load(c.resume);
+    if (!c.json) {
+      std::fprintf(stderr, "stoke train: resumed from %s at epoch %lld, step %lld\n", c.resume.c_str(),
+                   static_cast<long long>(trainer.epoch()), static_cast<long long>(trainer.step()));
+    }
+  }
+  if (!c.checkpoint.empty()) fs::create_directories(c.checkpoint);
+  if (!c.json) {
+    std::fprintf(stderr, "stoke train: %s (%lld parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
+                 c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), classes,
+                 backend->describe().c_str(), train_set->size(),
+                 val_set ? (", " + std::to_string(val_set->size()) + " validation").c_str() : "", size, size, c.batch);
+  }
+
+  const graph::SignalStop signals;  // Ctrl-C: the epoch's pipeline drains, a checkpoint is written
+  InputConfig train_input;
+  train_input.batch_size = static_cast<std::size_t>(c.batch);
+  train_input.size = size;
+  train_input.transforms = c.transforms.empty()
+                               ? std::vector<std::string>{"random_resized_crop size=" + std::to_string(size) +
+                                                              " scale=0.35:1",
+                                                          "random_horizontal_flip", "normalize"}
+                               : c.transforms;
+  train_input.threads = c.threads;
+  train_input.autotune = c.autotune == "on";
+  train_input.tuning.target = "train";
+  train_input.drop_last = true;
+  InputConfig val_input = train_input;
+  val_input.transforms = {"resize size=" + std::to_string(size), "center_crop size=" + std::to_string(size),
+                          "normalize"};
+  val_input.tuning.target = "evaluate";
+  val_input.shuffle = false;
+  val_input.drop_last = false;
+
+  std::string last_checkpoint;
+  bool interrupted = false;
+  for (std::int64_t epoch = trainer.epoch(); epoch < c.epochs && !interrupted; ++epoch) {
+    train_input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(epoch);
+    const auto progress = [&](const EpochTotals& t) {
+      if (c.json) return;
+      std::fprintf(stderr, "\repoch %lld/%d  %6lld images  loss %.4f  acc %.3f  lr %.4f ",
+                   static_cast<long long>(epoch + 1), c.epochs, static_cast<long long>(t.images),
+                   t.images > 0 ? t.loss_sum / static_cast<double>(t.images) : 0.0,
+                   t.images > 0 ? static_cast<double>(t.correct) / static_cast<double>(t.images) : 0.0,
+                   static_cast<double>(trainer.lr()));
+    };
+    const EpochTotals train_totals = run_epoch(
+        train_set, train_input, "train",
+        [&](nodes::Batch& batch) {
+          const BatchTensors t = to_tensors(batch, *backend);
+          nn::LossStats s = trainer.train_batch(t.images, t.labels).read(backend->stream());
+          s.count = t.labels.numel();
+          return s;
+        },
+        progress);
+    interrupted = train_totals.stopped;
+    if (!c.json) std::fprintf(stderr, "\r%100s\r", "");
+
+    EpochTotals val_totals;
+    if (val_set && !interrupted) {
+      val_totals = run_epoch(
+          val_set, val_input, "evaluate",
+          [&](nodes::Batch& batch) {
+            const BatchTensors t = to_tensors(batch, *backend);
+            nn::LossStats s = trainer.evaluate_batch(t.images, t.labels).read(backend->stream());
+            s.count = t.labels.numel();
+            return s;
+          },
+          [](const EpochTotals&) {});
+    }
+    trainer.set_epoch(interrupted ? epoch : epoch + 1);
+    if (!c.checkpoint.empty()) {
+      const fs::path path = fs::path(c.checkpoint) / "last.safetensors";
+      trainer.save(path);
+      if (!interrupted) fs::copy_file(path, fs::path(c.checkpoint) / ("epoch_" + std::to_string(epoch + 1) + ".safetensors"),
+                                      fs::copy_options::overwrite_existing);
+      last_checkpoint = path.string();
+    }
+
+    const double train_loss = train_totals.images > 0 ? train_totals.loss_sum / static_cast<double>(train_totals.images) : 0;
+    const double val_top1 = val_totals.images > 0 ? static_cast<double>(val_totals.correct) / static_cast<double>(val_totals.images) : 0;
+    const double images_per_sec = train_totals.seconds > 0 ? static_cast<double>(train_totals.images) / train_totals.seconds : 0;
+    if (c.json) {
+      Json j;
+      j.field("epoch", static_cast<int>(epoch + 1));
+      j.field("train_loss", train_loss);
+      j.field("val_top1", val_top1);
+      j.field("images_per_sec", images_per_sec);
+      j.field("compute_busy", train_totals.compute_busy);
+      j.field("bottleneck", train_totals.bottleneck);
+      j.field("skipped", static_cast<std::uint64_t>(train_totals.skipped + val_totals.skipped));
+      j.field("checkpoint", last_checkpoint);
+      std::printf("%s\n", j.str().c_str());
+    } else {
+      std::printf("epoch %lld/%d: train loss %.4f, val top-1 %.3f, %.0f images/s, %s busy %.0f%% (limited by %s)%s\n",
+                  static_cast<long long>(epoch + 1), c.epochs, train_loss, val_top1, images_per_sec,
+                  device.is_cpu() ? "CPU compute" : "GPU", 100 * train_totals.compute_busy,
+                  train_totals.bottleneck.empty() ? "-" : train_totals.bottleneck.c_str(),
+                  interrupted ? " (interrupted)" : "");
+    }
+    std::fflush(stdout);
+  }
+  if (interrupted) {
+    std::fprintf(stderr, "stoke train: interrupted; %s\n",
+                 last_checkpoint.empty() ? "no --checkpoint folder, nothing saved"
+                                         : ("resume with --resume " + last_checkpoint).c_str());
+    return 130;
+  }
+  return 0;
+}
+
+}  // namespace stoke::app
