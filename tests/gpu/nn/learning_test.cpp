@@ -96,7 +96,7 @@ TEST(Learning, SmallCnnLearnsShapesOnTheCpu) {
   const auto started = std::chrono::steady_clock::now();
   constexpr std::size_t train_per_class = 2000;
   const Split val = render(nodes::ShapesSplit::val, 100);
-  const int epochs = 9;
+  const int epochs = 11;
   const auto steps_per_epoch = static_cast<std::int64_t>(train_per_class * classes / batch);
 
   auto backend = make_backend(Device::cpu());

@@ -1,6 +1,12 @@
 // CpuBackend's batch normalisation: one oneTBB task per channel (or block of channels). In NCHW a
-// channel's elements are N planes of H*W, one per item, C planes apart; its sums are kept in
-// double, so a channel of millions of elements normalises as exactly as float allows.
+// channel's elements are N planes of H*W, one per item, C planes apart.
+//
+// The sums run in float over blocks of at most kBlock elements of a plane, in kLanes interleaved
+// partial sums (which the compiler keeps in vector registers; a single double accumulator would
+// serialise every add), and the block sums are added in double. No float sum ever holds more than
+// kBlock / kLanes terms, so a channel of millions of elements still normalises as exactly as float
+// allows. The order of every addition is fixed by the shape alone: the same input gives the same
+// bits whichever thread runs which channel.
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -49,6 +55,41 @@ void for_channels(const Planes& p, F&& f) {
                     [&](const tbb::blocked_range<std::int64_t>& channels) { f(channels.begin(), channels.end()); });
 }
 
+// The float partial sums of a block, and the most elements of a plane summed in float (see the
+// top of the file).
+constexpr std::int64_t kLanes = 16;
+constexpr std::int64_t kBlock = 1024;
+
+// term(0) + ... + term(n - 1) for n <= kBlock, in kLanes float partial sums folded pairwise.
+template <class Term>
+double block_sum(std::int64_t n, const Term& term) {
+  float lanes[kLanes] = {};
+  std::int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (std::int64_t l = 0; l < kLanes; ++l) lanes[l] += term(k + l);
+  }
+  for (; k < n; ++k) lanes[k % kLanes] += term(k);
+  for (std::int64_t width = kLanes / 2; width > 0; width /= 2) {
+    for (std::int64_t l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return static_cast<double>(lanes[0]);
+}
+
+// The sum of term(at) over the elements of channel ch, `at` being an element's index in the NCHW
+// tensors: plane by plane, block by block.
+template <class Term>
+double channel_sum(const Planes& p, std::int64_t ch, const Term& term) {
+  double sum = 0;
+  for (std::int64_t i = 0; i < p.n; ++i) {
+    const std::int64_t offset = p.offset(i, ch);
+    for (std::int64_t start = 0; start < p.hw; start += kBlock) {
+      const std::int64_t base = offset + start;
+      sum += block_sum(std::min(kBlock, p.hw - start), [&](std::int64_t k) { return term(base + k); });
+    }
+  }
+  return sum;
+}
+
 // y = x * scale + shift over channel ch.
 void affine_channel(const Planes& p, std::int64_t ch, const float* x, float* y, float scale, float shift) {
   for (std::int64_t i = 0; i < p.n; ++i) {
@@ -93,20 +134,14 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
   for_channels(p, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t ch = first; ch < last; ++ch) {
       // Two passes (mean, then squared deviations): no cancellation for a channel far from zero.
-      double sum = 0;
-      for (std::int64_t i = 0; i < p.n; ++i) {
-        const float* in = xp + p.offset(i, ch);
-        for (std::int64_t k = 0; k < p.hw; ++k) sum += static_cast<double>(in[k]);
-      }
-      const double mean = sum / static_cast<double>(m);
-      double squares = 0;
-      for (std::int64_t i = 0; i < p.n; ++i) {
-        const float* in = xp + p.offset(i, ch);
-        for (std::int64_t k = 0; k < p.hw; ++k) {
-          const double d = static_cast<double>(in[k]) - mean;
-          squares += d * d;
-        }
-      }
+      // The channel is a few hundred KiB at most in the models we train, so the second pass (and
+      // the affine one) reads it from cache.
+      const double mean = channel_sum(p, ch, [&](std::int64_t at) { return xp[at]; }) / static_cast<double>(m);
+      const auto mean_f = static_cast<float>(mean);
+      const double squares = channel_sum(p, ch, [&](std::int64_t at) {
+        const float d = xp[at] - mean_f;
+        return d * d;
+      });
       const double invstd = 1.0 / std::sqrt(squares / static_cast<double>(m) + eps);
       sm[ch] = static_cast<float>(mean);
       si[ch] = static_cast<float>(invstd);
@@ -176,36 +211,28 @@ void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Te
 
   for_channels(p, [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t ch = first; ch < last; ++ch) {
-      const double mean = static_cast<double>(sm[ch]);
       const double invstd = static_cast<double>(si[ch]);
       // sum(dy) and sum(dy * xhat), xhat = (x - mean) * invstd: the gradients of beta and gamma,
-      // and the two projections the input gradient removes.
-      double sum_dy = 0;
-      double sum_dy_xhat = 0;
-      for (std::int64_t i = 0; i < p.n; ++i) {
-        const float* in = xp + p.offset(i, ch);
-        const float* grad = dyp + p.offset(i, ch);
-        for (std::int64_t k = 0; k < p.hw; ++k) {
-          const auto g_k = static_cast<double>(grad[k]);
-          sum_dy += g_k;
-          sum_dy_xhat += g_k * ((static_cast<double>(in[k]) - mean) * invstd);
-        }
-      }
+      // and the two projections the input gradient removes. invstd is taken out of the sum.
+      const auto mean_f = sm[ch];
+      const double sum_dy = channel_sum(p, ch, [&](std::int64_t at) { return dyp[at]; });
+      const double sum_dy_xhat =
+          invstd * channel_sum(p, ch, [&](std::int64_t at) { return dyp[at] * (xp[at] - mean_f); });
       if (dg != nullptr) dg[ch] += static_cast<float>(sum_dy_xhat);
       if (db != nullptr) db[ch] += static_cast<float>(sum_dy);
       if (dxp == nullptr) continue;
-      // dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+      // dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+      //    = scale * dy - centred_scale * (x - mean) - shift, with the coefficients in double and
+      // the per-element work in float.
       const double scale = static_cast<double>(g[ch]) * invstd;
-      const double mean_dy = sum_dy / m;
-      const double mean_dy_xhat = sum_dy_xhat / m;
+      const auto scale_f = static_cast<float>(scale);
+      const auto centred_scale = static_cast<float>(scale * invstd * sum_dy_xhat / m);
+      const auto shift = static_cast<float>(scale * sum_dy / m);
       for (std::int64_t i = 0; i < p.n; ++i) {
         const float* in = xp + p.offset(i, ch);
         const float* grad = dyp + p.offset(i, ch);
         float* out = dxp + p.offset(i, ch);
-        for (std::int64_t k = 0; k < p.hw; ++k) {
-          const double xhat = (static_cast<double>(in[k]) - mean) * invstd;
-          out[k] = static_cast<float>(scale * (static_cast<double>(grad[k]) - mean_dy - xhat * mean_dy_xhat));
-        }
+        for (std::int64_t k = 0; k < p.hw; ++k) out[k] = scale_f * grad[k] - centred_scale * (in[k] - mean_f) - shift;
       }
     }
   });

@@ -1,16 +1,21 @@
-// CpuBackend's convolution: im2col + OpenBLAS sgemm per image and group (Caffe's scheme), a
-// direct loop for depthwise convolutions, threaded with oneTBB across images.
+// CpuBackend's convolution: im2col + OpenBLAS sgemm per tile of images and group (Caffe's scheme,
+// with several images side by side in one GEMM), a direct loop for depthwise convolutions,
+// threaded with oneTBB across tiles.
 //
-// Per image and group, with K = Cin/G * k * k and P = Ho * Wo:
-//   forward          y[Cout/G x P]  = w[Cout/G x K] * col[K x P]           (+ b)
-//   backward data    col[K x P]     = w^T * dy[Cout/G x P], then col2im into dx
+// Per tile of T images and group, with K = Cin/G * k * k, P = Ho * Wo and N = T * P:
+//   forward          y[Cout/G x N]  = w[Cout/G x K] * col[K x N]           (+ b)
+//   backward data    col[K x N]     = w^T * dy[Cout/G x N], then col2im into dx
 //   backward filter  dw[Cout/G x K] += dy * col^T
-// A 1x1 convolution with stride 1 and no padding needs no im2col: the image is its own column
-// matrix. Depthwise convolutions (one input channel per group) would be GEMMs of one row, so they
-// run as plain loops instead.
+// Image t of a tile owns columns [t * P, (t + 1) * P) of col and of the tile's y or dy matrix,
+// which are copied from or to the NCHW planes when T > 1. Late layers have small planes (4x4 in a
+// small CNN): one image's GEMM would be a thin [Cout x 16] product that OpenBLAS runs far below
+// its peak, and the filter gradient would be read and written back once per image; a tile puts
+// enough columns in one GEMM (see tile_images). A tile of one image needs no copies, and a 1x1
+// convolution with stride 1 and no padding then needs no im2col either: the image is its own
+// column matrix. Depthwise convolutions (one input channel per group) would be GEMMs of one row,
+// so they run as plain loops instead.
 #include <cblas.h>
 #include <oneapi/tbb/blocked_range.h>
-#include <oneapi/tbb/enumerable_thread_specific.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_arena.h>
@@ -19,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "cpu_backend.hpp"
@@ -57,6 +63,9 @@ struct ConvDims {
         in_plane(h * w) {}
 
   bool pointwise() const noexcept { return k == 1 && stride == 1 && pad == 0; }
+  // Stride 1 and "same" padding (2 * pad == dilation * (k - 1)): the output is the input's size,
+  // and each row of col is the input plane shifted by a constant (see im2col_shifted).
+  bool same_size() const noexcept { return stride == 1 && ho == h && wo == w; }
   bool depthwise() const noexcept { return in_per_group == 1 && groups > 1; }
 
   // The output columns [lo, hi) whose input column ox * stride - pad + offset lies inside [0, w):
@@ -71,13 +80,57 @@ struct ConvDims {
   }
 };
 
+// The output rows [first, last) whose input row oy + offset lies inside [0, h) (same_size only).
+void valid_rows(const ConvDims& d, Index offset, Index& first, Index& last) noexcept {
+  first = std::clamp<Index>(-offset, 0, d.ho);
+  last = std::clamp<Index>(d.h - offset, first, d.ho);
+}
+
+// im2col when d.same_size(): row (c, ky, kx) of col is the plane read from a constant shift on,
+// so it is one contiguous copy, after which the cells that read padding are zeroed: whole rows at
+// the top or bottom, and the few columns at each side that the copy filled from the neighbouring
+// rows. The general loop below makes a memcpy and two memset calls per output row instead, which
+// dominate on the small planes of late layers.
+void im2col_shifted(const ConvDims& d, const float* x, Index channels, float* col, Index ld) {
+  for (Index c = 0; c < channels; ++c) {
+    const float* plane = x + c * d.in_plane;
+    for (Index ky = 0; ky < d.k; ++ky) {
+      const Index y_offset = ky * d.dilation - d.pad;
+      Index first = 0, last = 0;
+      valid_rows(d, y_offset, first, last);
+      for (Index kx = 0; kx < d.k; ++kx) {
+        float* row = col + ((c * d.k + ky) * d.k + kx) * ld;
+        Index lo = 0, hi = 0;
+        d.valid_columns(kx * d.dilation, lo, hi);
+        const Index shift = y_offset * d.w + kx * d.dilation - d.pad;  // input index - output index
+        // The copy, clipped to the plane: what it leaves out lies in the columns zeroed below.
+        const Index begin = std::max(first * d.wo, -shift);
+        const Index end = std::min(last * d.wo, d.in_plane - shift);
+        std::fill(row, row + first * d.wo, 0.0f);
+        if (begin < end) std::copy(plane + begin + shift, plane + end + shift, row + begin);
+        std::fill(row + last * d.wo, row + d.plane, 0.0f);
+        for (Index oy = first; oy < last; ++oy) {
+          float* out = row + oy * d.wo;
+          for (Index ox = 0; ox < lo; ++ox) out[ox] = 0.0f;
+          for (Index ox = hi; ox < d.wo; ++ox) out[ox] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
 // The column matrix of `channels` input planes starting at `x`: row (c, ky, kx), column (oy, ox).
-void im2col(const ConvDims& d, const float* x, Index channels, float* col) {
+// Rows are `ld` floats apart (d.plane for an image alone, more when it shares col with a tile).
+void im2col(const ConvDims& d, const float* x, Index channels, float* col, Index ld) {
+  if (d.same_size()) {
+    im2col_shifted(d, x, channels, col, ld);
+    return;
+  }
   for (Index c = 0; c < channels; ++c) {
     const float* plane = x + c * d.in_plane;
     for (Index ky = 0; ky < d.k; ++ky) {
       for (Index kx = 0; kx < d.k; ++kx) {
-        float* row = col + ((c * d.k + ky) * d.k + kx) * d.plane;
+        float* row = col + ((c * d.k + ky) * d.k + kx) * ld;
         Index lo = 0, hi = 0;
         d.valid_columns(kx * d.dilation, lo, hi);
         const Index x_offset = kx * d.dilation - d.pad;
@@ -106,12 +159,12 @@ void im2col(const ConvDims& d, const float* x, Index channels, float* col) {
 
 // The adjoint of im2col: adds each column entry into the input cell it was read from. `x` must be
 // zeroed (or hold what the sum should start from).
-void col2im(const ConvDims& d, const float* col, Index channels, float* x) {
+void col2im(const ConvDims& d, const float* col, Index ld, Index channels, float* x) {
   for (Index c = 0; c < channels; ++c) {
     float* plane = x + c * d.in_plane;
     for (Index ky = 0; ky < d.k; ++ky) {
       for (Index kx = 0; kx < d.k; ++kx) {
-        const float* row = col + ((c * d.k + ky) * d.k + kx) * d.plane;
+        const float* row = col + ((c * d.k + ky) * d.k + kx) * ld;
         Index lo = 0, hi = 0;
         d.valid_columns(kx * d.dilation, lo, hi);
         const Index x_offset = kx * d.dilation - d.pad;
@@ -120,32 +173,104 @@ void col2im(const ConvDims& d, const float* col, Index channels, float* x) {
           if (iy < 0 || iy >= d.h || lo >= hi) continue;
           const float* in = row + oy * d.wo + lo;
           float* out = plane + iy * d.w + lo * d.stride + x_offset;
-          for (Index j = 0; j < hi - lo; ++j) out[j * d.stride] += in[j];
+          if (d.stride == 1) {  // a loop the compiler vectorises, unlike the strided one
+            for (Index j = 0; j < hi - lo; ++j) out[j] += in[j];
+          } else {
+            for (Index j = 0; j < hi - lo; ++j) out[j * d.stride] += in[j];
+          }
         }
       }
     }
   }
 }
 
-// C[m x n] = alpha op(A) op(B) + beta C, all row-major and packed.
-void gemm(bool trans_a, bool trans_b, Index m, Index n, Index k, const float* a, const float* b, float beta, float* c) {
+// One row-major matrix operand: its first element and the floats between its rows.
+struct Matrix {
+  const float* data;
+  Index ld;
+};
+
+// C[m x n] = op(A) op(B) + beta C, row-major; ldc floats between C's rows.
+void gemm(bool trans_a, bool trans_b, Index m, Index n, Index k, Matrix a, Matrix b, float beta, float* c, Index ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(trans_a ? m : k), b, static_cast<blasint>(trans_b ? k : n), beta, c,
-              static_cast<blasint>(n));
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a.data,
+              static_cast<blasint>(a.ld), b.data, static_cast<blasint>(b.ld), beta, c, static_cast<blasint>(ldc));
 }
 
-// A per-thread column buffer, grown on demand and reused across images and calls of a kernel.
-class ColumnScratch {
- public:
-  float* get(std::size_t count) {
-    std::vector<float>& buffer = buffers_.local();
-    if (buffer.size() < count) buffer.resize(count);
-    return buffer.data();
+// Columns per GEMM that OpenBLAS runs near its peak with: with fewer its kernels spend their time
+// packing and on edges; with many more, col outgrows the caches (measured on small_cnn's layers:
+// 256 to 1024 run alike, 128 is a third slower).
+constexpr Index kTileColumns = 256;
+// Tiles per thread at the least, when the batch has images enough: oneTBB then balances the
+// tiles across threads, so a core shared with another process slows the step down by its share
+// rather than making the other thread wait for it.
+constexpr Index kTilesPerThread = 4;
+
+// Images per tile: enough for kTileColumns columns, but few enough for kTilesPerThread tiles per
+// thread. Depends on the shapes and the arena's concurrency only, never on scheduling, so the
+// filter gradient's order of summation (by tile) is the same on every run.
+Index tile_images(const ConvDims& d) {
+  const Index wanted = std::max<Index>(1, kTileColumns / std::max<Index>(1, d.plane));
+  const Index tiles = kTilesPerThread * std::max(1, tbb::this_task_arena::max_concurrency());
+  return std::clamp<Index>((d.n + tiles - 1) / tiles, 1, wanted);
+}
+
+// The images [first, first + count) of a tile.
+struct Tile {
+  Index first, count;
+};
+
+Tile tile_at(const ConvDims& d, Index tile_size, Index tile) {
+  const Index first = tile * tile_size;
+  return {first, std::min(tile_size, d.n - first)};
+}
+
+// `rows` channel planes (of d.plane floats, from channel `channel` of `channels`) of each image
+// of the tile, as one [rows x count * P] matrix, and back.
+void gather_planes(const ConvDims& d, const float* nchw, Index channels, Index channel, Index rows, Tile t,
+                   float* matrix) {
+  const Index ld = t.count * d.plane;
+  for (Index i = 0; i < t.count; ++i) {
+    for (Index r = 0; r < rows; ++r) {
+      const float* src = nchw + ((t.first + i) * channels + channel + r) * d.plane;
+      std::copy(src, src + d.plane, matrix + r * ld + i * d.plane);
+    }
   }
+}
+
+void scatter_planes(const ConvDims& d, const float* matrix, Index channels, Index channel, Index rows, Tile t,
+                    float* nchw) {
+  const Index ld = t.count * d.plane;
+  for (Index i = 0; i < t.count; ++i) {
+    for (Index r = 0; r < rows; ++r) {
+      const float* src = matrix + r * ld + i * d.plane;
+      std::copy(src, src + d.plane, nchw + ((t.first + i) * channels + channel + r) * d.plane);
+    }
+  }
+}
+
+// The column matrix of a tile's images for group `group`: x itself for a single image of a 1x1
+// convolution, else im2col into `col`.
+Matrix tile_columns(const ConvDims& d, const float* x, Index group, Tile t, float* col) {
+  const float* first_image = x + (t.first * d.in_c + group * d.in_per_group) * d.in_plane;
+  if (t.count == 1 && d.pointwise()) return {first_image, d.plane};
+  const Index ld = t.count * d.plane;
+  for (Index i = 0; i < t.count; ++i)
+    im2col(d, first_image + i * d.in_c * d.in_plane, d.in_per_group, col + i * d.plane, ld);
+  return {col, ld};
+}
+
+// `count` floats of scratch from the backend's pool, for one task: a kernel call would otherwise
+// allocate (and page-fault in) its column matrices every time. Taken per task rather than kept per
+// thread, so a thread that picks up another convolution while it waits (oneTBB may do that) never
+// shares a buffer.
+class Scratch {
+ public:
+  Scratch(HostPool& pool, Index count) : block_(pool.allocate(static_cast<std::size_t>(count) * sizeof(float))) {}
+  float* data() const noexcept { return static_cast<float*>(block_.get()); }
 
  private:
-  tbb::enumerable_thread_specific<std::vector<float>> buffers_;
+  std::shared_ptr<void> block_;
 };
 
 // ---- depthwise: output channel oc reads input channel oc / multiplier, one k x k filter.
@@ -252,22 +377,32 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const 
     return;
   }
 
-  ColumnScratch scratch;
-  tbb::parallel_for(tbb::blocked_range<Index>(0, d.n), [&](const tbb::blocked_range<Index>& r) {
-    float* col = d.pointwise() ? nullptr : scratch.get(static_cast<std::size_t>(d.col_rows * d.plane));
-    for (Index image = r.begin(); image != r.end(); ++image) {
+  const Index tile_size = tile_images(d);
+  const Index tiles = (d.n + tile_size - 1) / tile_size;
+  const Index columns = tile_size * d.plane;
+  tbb::parallel_for(tbb::blocked_range<Index>(0, tiles, 1), [&](const tbb::blocked_range<Index>& r) {
+    const Scratch col_block(*pool_, d.col_rows * columns), out_block(*pool_, d.out_per_group * columns);
+    float* col = col_block.data();
+    float* out = out_block.data();
+    for (Index tile = r.begin(); tile != r.end(); ++tile) {
+      const Tile t = tile_at(d, tile_size, tile);
       for (Index group = 0; group < d.groups; ++group) {
-        const float* in = x_data + (image * d.in_c + group * d.in_per_group) * d.in_plane;
-        if (!d.pointwise()) im2col(d, in, d.in_per_group, col);
-        float* out = y_data + (image * d.out_c + group * d.out_per_group) * d.plane;
-        gemm(false, false, d.out_per_group, d.plane, d.col_rows, w_data + group * d.out_per_group * d.col_rows,
-             d.pointwise() ? in : col, 0.0f, out);
+        const Matrix cols = tile_columns(d, x_data, group, t, col);
+        const Matrix filter{w_data + group * d.out_per_group * d.col_rows, d.col_rows};
+        if (t.count == 1) {
+          gemm(false, false, d.out_per_group, d.plane, d.col_rows, filter, cols, 0.0f,
+               y_data + (t.first * d.out_c + group * d.out_per_group) * d.plane, d.plane);
+        } else {
+          gemm(false, false, d.out_per_group, cols.ld, d.col_rows, filter, cols, 0.0f, out, cols.ld);
+          scatter_planes(d, out, d.out_c, group * d.out_per_group, d.out_per_group, t, y_data);
+        }
       }
-      if (b_data != nullptr) {
+      if (b_data == nullptr) continue;
+      for (Index image = t.first; image < t.first + t.count; ++image) {
         for (Index oc = 0; oc < d.out_c; ++oc) {
-          float* out = y_data + (image * d.out_c + oc) * d.plane;
+          float* plane = y_data + (image * d.out_c + oc) * d.plane;
           const float bias = b_data[oc];
-          for (Index p = 0; p < d.plane; ++p) out[p] += bias;
+          for (Index p = 0; p < d.plane; ++p) plane[p] += bias;
         }
       }
     }
@@ -287,20 +422,32 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy,
     return;
   }
 
-  ColumnScratch scratch;
-  tbb::parallel_for(tbb::blocked_range<Index>(0, d.n), [&](const tbb::blocked_range<Index>& r) {
-    float* col = d.pointwise() ? nullptr : scratch.get(static_cast<std::size_t>(d.col_rows * d.plane));
-    for (Index image = r.begin(); image != r.end(); ++image) {
+  const Index tile_size = tile_images(d);
+  const Index tiles = (d.n + tile_size - 1) / tile_size;
+  const Index columns = tile_size * d.plane;
+  tbb::parallel_for(tbb::blocked_range<Index>(0, tiles, 1), [&](const tbb::blocked_range<Index>& r) {
+    const Scratch col_block(*pool_, d.col_rows * columns), grad_block(*pool_, d.out_per_group * columns);
+    float* col = col_block.data();
+    float* grads = grad_block.data();
+    for (Index tile = r.begin(); tile != r.end(); ++tile) {
+      const Tile t = tile_at(d, tile_size, tile);
+      const Index ld = t.count * d.plane;
       for (Index group = 0; group < d.groups; ++group) {
-        const float* grad = dy_data + (image * d.out_c + group * d.out_per_group) * d.plane;
-        float* out = dx_data + (image * d.in_c + group * d.in_per_group) * d.in_plane;
-        const float* filter = w_data + group * d.out_per_group * d.col_rows;
-        if (d.pointwise()) {
-          gemm(true, false, d.col_rows, d.plane, d.out_per_group, filter, grad, 0.0f, out);
-        } else {
-          gemm(true, false, d.col_rows, d.plane, d.out_per_group, filter, grad, 0.0f, col);
-          std::fill(out, out + d.in_per_group * d.in_plane, 0.0f);
-          col2im(d, col, d.in_per_group, out);
+        const Matrix filter{w_data + group * d.out_per_group * d.col_rows, d.col_rows};
+        float* out = dx_data + (t.first * d.in_c + group * d.in_per_group) * d.in_plane;
+        Matrix grad{dy_data + (t.first * d.out_c + group * d.out_per_group) * d.plane, d.plane};
+        if (t.count > 1) {
+          gather_planes(d, dy_data, d.out_c, group * d.out_per_group, d.out_per_group, t, grads);
+          grad = {grads, ld};
+        } else if (d.pointwise()) {
+          gemm(true, false, d.col_rows, d.plane, d.out_per_group, filter, grad, 0.0f, out, d.plane);
+          continue;
+        }
+        gemm(true, false, d.col_rows, ld, d.out_per_group, filter, grad, 0.0f, col, ld);
+        for (Index i = 0; i < t.count; ++i) {
+          float* image = out + i * d.in_c * d.in_plane;
+          std::fill(image, image + d.in_per_group * d.in_plane, 0.0f);
+          col2im(d, col + i * d.plane, ld, d.in_per_group, image);
         }
       }
     }
@@ -339,26 +486,37 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x
     return;
   }
 
-  // The batch is cut into a fixed number of chunks, each summing its images' gradients into a
-  // buffer of its own; the buffers are then added in chunk order. Which thread ran which chunk
-  // does not matter, so the result is the same on every run (no race, no scheduling noise).
+  // The batch is cut into a fixed number of chunks of whole tiles, each summing its tiles'
+  // gradients into a buffer of its own; the buffers are then added in chunk order. Which thread
+  // ran which chunk does not matter, so the result is the same on every run (no race, no
+  // scheduling noise).
   const Index weight_count = d.out_c * d.col_rows;
-  const Index chunks = std::clamp<Index>(tbb::this_task_arena::max_concurrency(), 1, d.n);
-  std::vector<float> partial(static_cast<std::size_t>(chunks * weight_count), 0.0f);
-  ColumnScratch scratch;
+  const Index tile_size = tile_images(d);
+  const Index tiles = (d.n + tile_size - 1) / tile_size;
+  const Index columns = tile_size * d.plane;
+  const Index chunks = std::clamp<Index>(tbb::this_task_arena::max_concurrency(), 1, tiles);
+  const Scratch partial_block(*pool_, chunks * weight_count);
+  float* partial = partial_block.data();
   tbb::parallel_for(
       tbb::blocked_range<Index>(0, chunks, 1),
       [&](const tbb::blocked_range<Index>& r) {
-        float* col = d.pointwise() ? nullptr : scratch.get(static_cast<std::size_t>(d.col_rows * d.plane));
+        const Scratch col_block(*pool_, d.col_rows * columns), grad_block(*pool_, d.out_per_group * columns);
+        float* col = col_block.data();
+        float* grads = grad_block.data();
         for (Index chunk = r.begin(); chunk != r.end(); ++chunk) {
-          float* sum = partial.data() + chunk * weight_count;
-          for (Index image = d.n * chunk / chunks; image < d.n * (chunk + 1) / chunks; ++image) {
+          float* sum = partial + chunk * weight_count;
+          std::fill(sum, sum + weight_count, 0.0f);
+          for (Index tile = tiles * chunk / chunks; tile < tiles * (chunk + 1) / chunks; ++tile) {
+            const Tile t = tile_at(d, tile_size, tile);
             for (Index group = 0; group < d.groups; ++group) {
-              const float* in = x_data + (image * d.in_c + group * d.in_per_group) * d.in_plane;
-              if (!d.pointwise()) im2col(d, in, d.in_per_group, col);
-              const float* grad = dy_data + (image * d.out_c + group * d.out_per_group) * d.plane;
-              gemm(false, true, d.out_per_group, d.col_rows, d.plane, grad, d.pointwise() ? in : col, 1.0f,
-                   sum + group * d.out_per_group * d.col_rows);
+              const Matrix cols = tile_columns(d, x_data, group, t, col);
+              Matrix grad{dy_data + (t.first * d.out_c + group * d.out_per_group) * d.plane, d.plane};
+              if (t.count > 1) {
+                gather_planes(d, dy_data, d.out_c, group * d.out_per_group, d.out_per_group, t, grads);
+                grad = {grads, cols.ld};
+              }
+              gemm(false, true, d.out_per_group, d.col_rows, cols.ld, grad, cols, 1.0f,
+                   sum + group * d.out_per_group * d.col_rows, d.col_rows);
             }
           }
         }
@@ -367,8 +525,7 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x
   tbb::parallel_for(tbb::blocked_range<Index>(0, weight_count, 4096), [&](const tbb::blocked_range<Index>& r) {
     for (Index i = r.begin(); i != r.end(); ++i) {
       float total = 0;
-      for (Index chunk = 0; chunk < chunks; ++chunk)
-        total += partial[static_cast<std::size_t>(chunk * weight_count + i)];
+      for (Index chunk = 0; chunk < chunks; ++chunk) total += partial[chunk * weight_count + i];
       dw_data[i] += total;
     }
   });

@@ -11,16 +11,23 @@
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "stoke/gpu/nn/backend.hpp"
 
 namespace stoke::gpu::nn {
 
+class HostPool;
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend();
+  ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
 
   Device device() const noexcept override { return Device::cpu(); }
   StreamView stream() const noexcept override { return StreamView::host(); }
@@ -67,6 +74,39 @@ class CpuBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   bool all_finite(const Tensor& x) override;
   void scale(const Tensor& x, float alpha) override;
+
+ private:
+  // empty()'s memory: blocks of large tensors are kept for reuse (see HostPool in cpu_backend.cpp).
+  std::shared_ptr<HostPool> pool_;
+};
+
+/// Host memory cached by CpuBackend::empty(). A training step allocates the same activations and
+/// gradients step after step; fresh memory of that size comes from mmap, and touching it costs a
+/// page fault per 4 KiB (about a tenth of a small CNN's step on two cores), so freed blocks are
+/// kept and handed out again. Blocks of at least kMinBytes are pooled, binned by size as
+/// DevicePool bins them; a freed block is cached only while the cache stays under kMaxCachedBytes,
+/// so the memory held beyond what tensors use is bounded. Thread-safe; tensors may outlive it
+/// (a block returned after close() is freed).
+class HostPool {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{64} << 10;
+  static constexpr std::size_t kMaxCachedBytes = std::size_t{256} << 20;
+
+  HostPool();
+  ~HostPool();
+  HostPool(const HostPool&) = delete;
+  HostPool& operator=(const HostPool&) = delete;
+
+  /// At least `bytes` (64-byte aligned), owned by the returned pointer, which hands the block back.
+  std::shared_ptr<void> allocate(std::size_t bytes);
+  /// The size a request of `bytes` is rounded up to.
+  static std::size_t bin_size(std::size_t bytes) noexcept;
+  /// Bytes held free for reuse.
+  std::size_t cached_bytes() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
 };
 
 /// Elements per task of the elementwise kernels: enough work to pay for a task.

@@ -102,8 +102,14 @@ void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, const Tensor& 
   const float* out = y.data_as<const float>();
   const float* grad_out = dy.data_as<const float>();
   float* grad_in = dx.data_as<float>();
+  // Both operands are loaded before the select: `out[i] > 0 ? grad_out[i] : 0` reads grad_out
+  // only on one side, which the compiler may not vectorise without masked loads, and a branch on
+  // the sign of activations mispredicts about half the time.
   for_chunks(y.numel(), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) grad_in[i] = out[i] > 0.0f ? grad_out[i] : 0.0f;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float g = grad_out[i];
+      grad_in[i] = out[i] > 0.0f ? g : 0.0f;
+    }
   });
 }
 
@@ -152,7 +158,10 @@ void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, float p,
   const std::uint8_t* kept = mask.data_as<const std::uint8_t>();
   float* grad_in = dx.data_as<float>();
   for_chunks(dy.numel(), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) grad_in[i] = kept[i] != 0 ? grad_out[i] * keep_scale : 0.0f;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const float g = grad_out[i] * keep_scale;  // loaded unconditionally, as in relu_backward
+      grad_in[i] = kept[i] != 0 ? g : 0.0f;
+    }
   });
 }
 

@@ -1,8 +1,8 @@
 #include "device_pool.hpp"
 
-#include <bit>
 #include <utility>
 
+#include "../pool_bins.hpp"
 #include "stoke/gpu/error.hpp"
 
 namespace stoke::gpu::nn::cuda {
@@ -20,14 +20,7 @@ DevicePool::~DevicePool() {
   // `cached` frees its blocks here, outside the lock (cudaFree waits for the device).
 }
 
-std::size_t DevicePool::bin_size(std::size_t bytes) noexcept {
-  constexpr std::size_t small = 512;
-  constexpr std::size_t mib = std::size_t{1} << 20;
-  if (bytes < mib) return bytes == 0 ? small : (bytes + small - 1) / small * small;
-  // A quarter of the largest power of two not above `bytes`: at most 25% waste, 4 bins per octave.
-  const std::size_t step = std::bit_floor(bytes) / 4;
-  return (bytes + step - 1) / step * step;
-}
+std::size_t DevicePool::bin_size(std::size_t bytes) noexcept { return pool_bin_size(bytes); }
 
 std::shared_ptr<void> DevicePool::allocate(std::size_t bytes) {
   const std::size_t size = bin_size(bytes);
