@@ -225,7 +225,8 @@ int train(int argc, char** argv) {
       "checkpoint", po::value(&c.checkpoint), "folder for epoch_N.safetensors and last.safetensors")(
       "resume", po::value(&c.resume), "a checkpoint to continue from (its epoch, step, LR and weights)")(
       "transform", po::value(&c.transforms)->multitoken(),
-      "training transforms (default: random_resized_crop size=S scale=0.35:1, random_horizontal_flip, normalize)")(
+      "training transforms (default: random_resized_crop size=S scale=0.35:1, random_horizontal_flip, normalize;\n"
+      "for the built-in dataset no crop)")(
       "seed", po::value(&c.seed)->default_value(c.seed), "shuffling, augmentation, initial weights")(
       "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout");
   po::variables_map values;
@@ -320,11 +321,17 @@ int train(int argc, char** argv) {
   InputConfig train_input;
   train_input.batch_size = static_cast<std::size_t>(c.batch);
   train_input.size = size;
-  train_input.transforms = c.transforms.empty()
-                               ? std::vector<std::string>{"random_resized_crop size=" + std::to_string(size) +
-                                                              " scale=0.35:1",
-                                                          "random_horizontal_flip", "normalize"}
-                               : c.transforms;
+  // The default augmentation: random crops for real photos; the shapes dataset's images are
+  // already framed at their size, and a crop would cut the shape that is the label.
+  if (!c.transforms.empty()) {
+    train_input.transforms = c.transforms;
+  } else if (c.data.empty()) {
+    train_input.transforms = {"resize size=" + std::to_string(size), "center_crop size=" + std::to_string(size),
+                              "random_horizontal_flip", "normalize"};
+  } else {
+    train_input.transforms = {"random_resized_crop size=" + std::to_string(size) + " scale=0.35:1",
+                              "random_horizontal_flip", "normalize"};
+  }
   train_input.threads = c.threads;
   train_input.autotune = c.autotune == "on";
   train_input.tuning.target = "train";
