@@ -46,7 +46,7 @@ struct TrainConfig {
   std::string data;  // empty: the built-in shapes dataset
   std::string val;   // empty: DATA/../val when DATA ends in "train", else none
   std::string model = "small_cnn";
-  int epochs = 10;
+  int epochs = 0;  // 0: 6 for the built-in dataset, else 10
   int batch = 64;
   int size = 0;  // 0: 32 for small_cnn and mobilenet, 224 for the ResNets
   float lr = 0.05f;
@@ -77,16 +77,18 @@ fs::path cache_folder() {
   return ".stoke-cache";
 }
 
-// The shapes dataset the quickstart trains on: 10 classes at 32 px, enough images that the small
-// CNN generalises rather than memorises. Written once; a marker file says it is complete, so an
-// interrupted generation is redone rather than trained on.
+// The shapes dataset the quickstart trains on: 10 classes at 32 px, 5000 training images per
+// class. With 2000 the small CNN memorised them and stopped at 0.897 validation accuracy after 14
+// epochs; with 5000 it passes 0.92 in 5 (about 3 minutes on 2 cores). Written once (about 3 s,
+// 70 MB); a marker file says it is complete, so an interrupted generation is redone rather than
+// trained on.
 fs::path builtin_dataset(bool quiet) {
-  const fs::path root = cache_folder() / "shapes-10x32-v1";
+  const fs::path root = cache_folder() / "shapes-10x32-v2";
   const fs::path done = root / ".complete";
   if (fs::exists(done)) return root;
   nodes::ShapesDatasetOptions options{.out = root,
                                       .classes = 10,
-                                      .train_per_class = 2000,
+                                      .train_per_class = 5000,
                                       .val_per_class = 200,
                                       .size = 32,
                                       .seed = 1,
@@ -199,7 +201,8 @@ int train(int argc, char** argv) {
                      "scheduler moving threads to whichever input stage keeps the train step waiting. Evaluates\n"
                      "on the validation split after each epoch and writes a checkpoint (safetensors) per epoch.\n"
                      "With no --data: the built-in shapes dataset (10 classes, 32 px; written once to\n"
-                     "$STOKE_CACHE or ~/.cache/stoke) and the small CNN.\n\n"
+                     "$STOKE_CACHE or ~/.cache/stoke) and the small CNN, 6 epochs: over 90% validation accuracy\n"
+                     "in a few minutes on 2 cores.\n\n"
                      "  stoke train                                    # the quickstart's job\n"
                      "  stoke train --data imagenet/train --val imagenet/val --model resnet50 --size 224 \\\n"
                      "              --batch 256 --lr 0.1 --epochs 90 --precision bf16 --checkpoint runs/r50");
@@ -208,7 +211,7 @@ int train(int argc, char** argv) {
   cli.add()("data", po::value(&c.data), "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
       "model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
-      "epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data")(
+      "epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
       "size", po::value(&c.size)->default_value(c.size), "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
       "lr", po::value(&c.lr)->default_value(c.lr), "learning rate after the warmup")(
@@ -224,16 +227,18 @@ int train(int argc, char** argv) {
       "accumulate", po::value(&c.accumulate)->default_value(c.accumulate), "batches per optimizer step")(
       "checkpoint", po::value(&c.checkpoint), "folder for epoch_N.safetensors and last.safetensors")(
       "resume", po::value(&c.resume), "a checkpoint to continue from (its epoch, step, LR and weights)")(
-      "transform", po::value(&c.transforms)->multitoken(),
-      "training transforms (default: random_resized_crop size=S scale=0.35:1, random_horizontal_flip, normalize;\n"
-      "for the built-in dataset no crop)")(
+      "transform", po::value(&c.transforms)->composing(),
+      "a training transform spec, repeatable, in order (default: random_resized_crop size=S scale=0.35:1,\n"
+      "random_horizontal_flip, normalize; for the built-in dataset no crop); `stoke bench pipeline\n"
+      "--list-transforms` lists them")(
       "seed", po::value(&c.seed)->default_value(c.seed), "shuffling, augmentation, initial weights")(
       "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout");
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
-  if (c.epochs < 1 || c.batch < 1 || c.accumulate < 1) {
-    return cli.usage_error("--epochs, --batch and --accumulate must be at least 1");
+  if (c.epochs < 0 || c.batch < 1 || c.accumulate < 1) {
+    return cli.usage_error("--epochs must be >= 0 (0: the default), --batch and --accumulate at least 1");
   }
+  if (c.epochs == 0) c.epochs = c.data.empty() ? 6 : 10;
   if (c.precision != "fp32" && c.precision != "bf16" && c.precision != "fp16") {
     return cli.usage_error("--precision must be fp32, bf16 or fp16 (got '" + c.precision + "')");
   }

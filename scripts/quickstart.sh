@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# From a fresh Debian checkout to a running pipeline: installs the dependencies, builds the
-# release preset, generates the built-in shapes dataset, runs the input pipeline on it
-# (read -> decode -> random resized crop -> flip -> normalize -> batch), batches through the
-# device stages (to-device, compute; on the CPU without a GPU) and the example pipeline.
+# From a fresh Debian checkout to a trained classifier: installs the dependencies, builds the
+# release preset, and trains the small CNN on the built-in shapes dataset with `stoke train`
+# (read -> decode -> flip -> normalize -> batch -> train step), then runs the example pipeline.
 # Works from any directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -13,8 +12,9 @@ cmake --preset release
 cmake --build --preset release -j2
 
 stoke=build/release/apps/stoke
-"${stoke}" gen-shapes --out build/shapes --classes 10 --train 200 --val 20 --size 64 --seed 1 --force
-"${stoke}" bench pipeline --data build/shapes/train --size 56 --epochs 3
-# Batches through the device stages: on the GPU when there is one, else on the CPU (logged).
-"${stoke}" bench device --batch 64 --size 64 --batches 100 --compute-us 500
+# The main job: the built-in shapes dataset (written once to ~/.cache/stoke, or $STOKE_CACHE) and
+# the small CNN trained on it through the whole graph, on the GPU when there is one; over 90%
+# validation accuracy in about 3 minutes on 2 CPU cores. A checkpoint per epoch in build/train.
+"${stoke}" train --checkpoint build/train
+# The example of composing your own pipeline from stoke's stages.
 build/release/examples/pipeline/stoke_example_pipeline

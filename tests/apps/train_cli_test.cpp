@@ -92,7 +92,7 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
       {{"train", "--data", train, "--precision", "bf16", "--device", "cpu"}, 2, "needs a CUDA device"},
       {{"train", "--data", train, "--precision", "fp8"}, 2, "--precision"},
       {{"train", "--data", train, "--schedule", "linear"}, 2, "linear"},
-      {{"train", "--data", train, "--epochs", "0"}, 2, "--epochs"},
+      {{"train", "--data", train, "--epochs", "-1"}, 2, "--epochs"},
       {{"train", "--data", train, "--transform", "sharpen", "--device", "cpu"}, 1, "sharpen"},
   };
   for (const Case& c : cases) {
