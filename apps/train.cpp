@@ -5,7 +5,6 @@
 // once into a cache folder: the quickstart's main job.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,7 +13,6 @@
 #include <functional>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <stoke/gpu/device.hpp>
 #include <stoke/gpu/nn/backend.hpp>
 #include <stoke/gpu/nn/models.hpp>
@@ -135,14 +133,17 @@ struct EpochTotals {
   std::uint64_t skipped = 0;
   double seconds = 0;
   double compute_busy = 0;  // the train (or eval) stage's busy time / wall time
-  std::string bottleneck;   // the busiest stage besides the sink
+  std::string bottleneck;   // the stage that limits: the sink when >= 90% busy, else the busiest other
   bool stopped = false;
 };
 
-// Runs `dataset` once through the input pipeline into `step` (train or evaluate).
-template <class Step>
+// One batch's work on the backend: Trainer::train_batch or Trainer::evaluate_batch.
+using BatchStep = std::function<nn::LossResult(const BatchTensors&)>;
+
+// Runs `dataset` once through the input pipeline into `step`, in a sink stage named `stage`.
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      Step&& step, const std::function<void(const EpochTotals&)>& progress) {
+                      nn::Backend& backend, const BatchStep& step,
+                      const std::function<void(const EpochTotals&)>& progress) {
   Input input = make_input(dataset, config);
   input.pipeline_options.stop_on_signal = true;  // Ctrl-C drains the epoch (SignalStop in train())
   graph::Pipeline pipe(input.pipeline_options);
@@ -151,10 +152,12 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
   add_input(pipe, input, config)
       .sink(stage,
             [&](nodes::Batch batch) {
-              const nn::LossStats s = step(batch);
-              totals.loss_sum += s.loss * static_cast<double>(s.count);
+              const BatchTensors t = to_tensors(batch, backend);
+              const nn::LossStats s = step(t).read(backend.stream());
+              const std::int64_t n = t.labels.numel();
+              totals.loss_sum += s.loss * static_cast<double>(n);
               totals.correct += s.correct;
-              totals.images += s.count;
+              totals.images += n;
               if (Clock::now() - last_progress > std::chrono::milliseconds(250)) {
                 last_progress = Clock::now();
                 progress(totals);
@@ -244,6 +247,10 @@ int train(int argc, char** argv) {
   }
   if (c.autotune != "on" && c.autotune != "off") {
     return cli.usage_error("--autotune must be on or off (got '" + c.autotune + "')");
+  }
+  if (!c.transforms.empty() && c.transforms.back().rfind("normalize", 0) != 0) {
+    return cli.usage_error("the last --transform must be normalize (the model takes normalized float images); got '" +
+                           c.transforms.back() + "'");
   }
   nn::LrScheduleKind schedule_kind{};
   try {
@@ -361,36 +368,25 @@ int train(int argc, char** argv) {
                    static_cast<double>(trainer.lr()));
     };
     const EpochTotals train_totals = run_epoch(
-        train_set, train_input, "train",
-        [&](nodes::Batch& batch) {
-          const BatchTensors t = to_tensors(batch, *backend);
-          nn::LossStats s = trainer.train_batch(t.images, t.labels).read(backend->stream());
-          s.count = t.labels.numel();
-          return s;
-        },
-        progress);
+        train_set, train_input, "train", *backend,
+        [&](const BatchTensors& t) { return trainer.train_batch(t.images, t.labels); }, progress);
     interrupted = train_totals.stopped;
     if (!c.json) std::fprintf(stderr, "\r%100s\r", "");
 
     EpochTotals val_totals;
     if (val_set && !interrupted) {
       val_totals = run_epoch(
-          val_set, val_input, "evaluate",
-          [&](nodes::Batch& batch) {
-            const BatchTensors t = to_tensors(batch, *backend);
-            nn::LossStats s = trainer.evaluate_batch(t.images, t.labels).read(backend->stream());
-            s.count = t.labels.numel();
-            return s;
-          },
+          val_set, val_input, "evaluate", *backend,
+          [&](const BatchTensors& t) { return trainer.evaluate_batch(t.images, t.labels); },
           [](const EpochTotals&) {});
     }
     trainer.set_epoch(interrupted ? epoch : epoch + 1);
     if (!c.checkpoint.empty()) {
-      const fs::path path = fs::path(c.checkpoint) / "last.safetensors";
-      trainer.save(path);
-      if (!interrupted) fs::copy_file(path, fs::path(c.checkpoint) / ("epoch_" + std::to_string(epoch + 1) + ".safetensors"),
-                                      fs::copy_options::overwrite_existing);
-      last_checkpoint = path.string();
+      // Both files are written atomically (Trainer::save: temporary file, flush, rename).
+      const fs::path last = fs::path(c.checkpoint) / "last.safetensors";
+      trainer.save(last);
+      if (!interrupted) trainer.save(fs::path(c.checkpoint) / ("epoch_" + std::to_string(epoch + 1) + ".safetensors"));
+      last_checkpoint = last.string();
     }
 
     const double train_loss = train_totals.images > 0 ? train_totals.loss_sum / static_cast<double>(train_totals.images) : 0;
@@ -408,8 +404,10 @@ int train(int argc, char** argv) {
       j.field("checkpoint", last_checkpoint);
       std::printf("%s\n", j.str().c_str());
     } else {
-      std::printf("epoch %lld/%d: train loss %.4f, val top-1 %.3f, %.0f images/s, %s busy %.0f%% (limited by %s)%s\n",
-                  static_cast<long long>(epoch + 1), c.epochs, train_loss, val_top1, images_per_sec,
+      char val_text[32] = "none";  // no validation split, or the epoch was interrupted before it
+      if (val_totals.images > 0) std::snprintf(val_text, sizeof val_text, "%.3f", val_top1);
+      std::printf("epoch %lld/%d: train loss %.4f, val top-1 %s, %.0f images/s, %s busy %.0f%% (limited by %s)%s\n",
+                  static_cast<long long>(epoch + 1), c.epochs, train_loss, val_text, images_per_sec,
                   device.is_cpu() ? "CPU compute" : "GPU", 100 * train_totals.compute_busy,
                   train_totals.bottleneck.empty() ? "-" : train_totals.bottleneck.c_str(),
                   interrupted ? " (interrupted)" : "");

@@ -93,7 +93,9 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
       {{"train", "--data", train, "--precision", "fp8"}, 2, "--precision"},
       {{"train", "--data", train, "--schedule", "linear"}, 2, "linear"},
       {{"train", "--data", train, "--epochs", "-1"}, 2, "--epochs"},
-      {{"train", "--data", train, "--transform", "sharpen", "--device", "cpu"}, 1, "sharpen"},
+      {{"train", "--data", train, "--transform", "sharpen", "--transform", "normalize", "--device", "cpu"}, 1,
+       "sharpen"},
+      {{"train", "--data", train, "--transform", "random_horizontal_flip"}, 2, "must be normalize"},
   };
   for (const Case& c : cases) {
     const auto run = run_stoke(scratch(), c.args);

@@ -91,7 +91,8 @@ void expect_close(const Tensor& expected, const Tensor& actual, Tolerance tol, c
   }
 }
 
-class CudaBackendTest : public ::testing::TestWithParam<std::tuple<DType, TensorLayout>> {
+// A CUDA backend on a stream of device 0 and the CPU reference; skips without a device.
+class GpuAndCpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
@@ -99,6 +100,14 @@ class CudaBackendTest : public ::testing::TestWithParam<std::tuple<DType, Tensor
     gpu_ = make_backend(Device::cuda(0), *stream_);
     cpu_ = make_backend(Device::cpu());
   }
+
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+class CudaBackendTest : public GpuAndCpu, public ::testing::WithParamInterface<std::tuple<DType, TensorLayout>> {
+ protected:
 
   DType dtype() const { return std::get<0>(GetParam()); }
   TensorLayout layout() const { return std::get<1>(GetParam()); }
@@ -135,10 +144,6 @@ class CudaBackendTest : public ::testing::TestWithParam<std::tuple<DType, Tensor
     t.copy_from(host);
     return t;
   }
-
-  std::unique_ptr<Stream> stream_;
-  std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<Backend> cpu_;
 };
 
 TEST_P(CudaBackendTest, Conv2dMatchesTheCpu) {
@@ -370,23 +375,13 @@ INSTANTIATE_TEST_SUITE_P(DtypesAndLayouts, CudaBackendTest,
 
 // ---- the f32-only kernels, the casts, and the pool
 
-class CudaBackendF32Test : public ::testing::Test {
+class CudaBackendF32Test : public GpuAndCpu {
  protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-    stream_ = std::make_unique<Stream>(Device::cuda(0));
-    gpu_ = make_backend(Device::cuda(0), *stream_);
-    cpu_ = make_backend(Device::cpu());
-  }
   Tensor up(const Tensor& host) const { return host.to(Device::cuda(0), *stream_); }
   Tensor down(const Tensor& device) const {
     const std::vector<float> values = device.to_vector(*stream_);
     return Tensor::from_values(device.shape(), values);
   }
-
-  std::unique_ptr<Stream> stream_;
-  std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<Backend> cpu_;
 };
 
 TEST_F(CudaBackendF32Test, SgdUpdateMatchesTheCpu) {

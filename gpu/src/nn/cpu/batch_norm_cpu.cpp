@@ -46,6 +46,21 @@ void require_like(const Tensor& t, const Shape& shape, const char* kernel, const
   }
 }
 
+// The checks both forward passes make: x {N, C, H, W} f32, y like x, the parameters and running
+// statistics {C}. Returns x's planes.
+Planes check_forward(const char* kernel, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                     const Tensor& running_mean, const Tensor& running_var, const Tensor& y) {
+  require_cpu_f32(x, (std::string(kernel) + "'s x").c_str());
+  const Planes p = planes_of(x, kernel);
+  const Shape channels{p.c};
+  require_like(gamma, channels, kernel, "gamma");
+  require_like(beta, channels, kernel, "beta");
+  require_like(running_mean, channels, kernel, "running_mean");
+  require_like(running_var, channels, kernel, "running_var");
+  require_like(y, x.shape(), kernel, "y");
+  return p;
+}
+
 // Calls f(first, last) for blocks of channels in parallel.
 template <class F>
 void for_channels(const Planes& p, F&& f) {
@@ -106,14 +121,8 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                                              double eps, const Tensor& y, const Tensor& saved_mean,
                                              const Tensor& saved_invstd) {
   constexpr const char* kernel = "batch_norm_forward_training";
-  require_cpu_f32(x, "batch_norm_forward_training's x");
-  const Planes p = planes_of(x, kernel);
+  const Planes p = check_forward(kernel, x, gamma, beta, running_mean, running_var, y);
   const Shape channels{p.c};
-  require_like(gamma, channels, kernel, "gamma");
-  require_like(beta, channels, kernel, "beta");
-  require_like(running_mean, channels, kernel, "running_mean");
-  require_like(running_var, channels, kernel, "running_var");
-  require_like(y, x.shape(), kernel, "y");
   require_like(saved_mean, channels, kernel, "saved_mean");
   require_like(saved_invstd, channels, kernel, "saved_invstd");
   const std::int64_t m = p.per_channel();
@@ -159,15 +168,7 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                               const Tensor& running_mean, const Tensor& running_var, double eps,
                                               const Tensor& y) {
-  constexpr const char* kernel = "batch_norm_forward_inference";
-  require_cpu_f32(x, "batch_norm_forward_inference's x");
-  const Planes p = planes_of(x, kernel);
-  const Shape channels{p.c};
-  require_like(gamma, channels, kernel, "gamma");
-  require_like(beta, channels, kernel, "beta");
-  require_like(running_mean, channels, kernel, "running_mean");
-  require_like(running_var, channels, kernel, "running_var");
-  require_like(y, x.shape(), kernel, "y");
+  const Planes p = check_forward("batch_norm_forward_inference", x, gamma, beta, running_mean, running_var, y);
 
   const float* xp = x.data_as<const float>();
   float* yp = y.data_as<float>();
