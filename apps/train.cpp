@@ -31,6 +31,7 @@
 #include "commands.hpp"
 #include "input_pipeline.hpp"
 #include "json.hpp"
+#include "training.hpp"
 
 namespace stoke::app {
 namespace {
@@ -64,135 +65,6 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   bool json = false;
 };
-
-// ---- the built-in dataset
-
-// $STOKE_CACHE, else $XDG_CACHE_HOME/stoke, else ~/.cache/stoke, else ./.stoke-cache.
-fs::path cache_folder() {
-  if (const char* dir = std::getenv("STOKE_CACHE"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir != nullptr && *dir != '\0') return fs::path(dir) / "stoke";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return fs::path(home) / ".cache/stoke";
-  return ".stoke-cache";
-}
-
-// The shapes dataset the quickstart trains on: 10 classes at 32 px, 5000 training images per
-// class. With 2000 the small CNN memorised them and stopped at 0.897 validation accuracy after 14
-// epochs; with 5000 it passes 0.92 in 5 (about 3 minutes on 2 cores). Written once (about 3 s,
-// 70 MB); a marker file says it is complete, so an interrupted generation is redone rather than
-// trained on.
-fs::path builtin_dataset(bool quiet) {
-  const fs::path root = cache_folder() / "shapes-10x32-v2";
-  const fs::path done = root / ".complete";
-  if (fs::exists(done)) return root;
-  nodes::ShapesDatasetOptions options{.out = root,
-                                      .classes = 10,
-                                      .train_per_class = 5000,
-                                      .val_per_class = 200,
-                                      .size = 32,
-                                      .seed = 1,
-                                      .quality = 95,
-                                      .force = true,
-                                      .threads = 0};
-  if (!quiet) std::fprintf(stderr, "stoke train: writing the shapes dataset to %s (once)\n", root.c_str());
-  fs::create_directories(root);
-  nodes::write_shapes_dataset(options, [&](std::size_t written, std::size_t total) {
-    if (!quiet) std::fprintf(stderr, "\r  %zu / %zu images", written, total);
-  });
-  if (!quiet) std::fprintf(stderr, "\n");
-  std::ofstream(done) << "complete\n";
-  return root;
-}
-
-// ---- batches to tensors
-
-// The batch's images {n, 3, size, size} f32 and labels {n} i32 on the backend's device. On the
-// CPU they are views of the batch (alive for the sink call); on a GPU, copies whose transfer is
-// finished before the batch goes back to its pool.
-struct BatchTensors {
-  nn::Tensor images;
-  nn::Tensor labels;
-};
-
-BatchTensors to_tensors(nodes::Batch& batch, nn::Backend& backend) {
-  const auto n = static_cast<std::int64_t>(batch.size());
-  const auto side = static_cast<std::int64_t>(batch.shape().height);
-  nn::Tensor images = nn::Tensor::view_of(batch.f32().data(), {n, 3, side, side}, gpu::DType::f32);
-  nn::Tensor labels = nn::Tensor::view_of(batch.labels().data(), {n}, gpu::DType::i32);
-  if (backend.device().is_cpu()) return {images, labels};
-  BatchTensors out{images.to(backend.device(), backend.stream()), labels.to(backend.device(), backend.stream())};
-  backend.stream().synchronize();
-  return out;
-}
-
-// ---- one epoch
-
-struct EpochTotals {
-  double loss_sum = 0;  // sum over batches of mean loss x batch size
-  std::int64_t correct = 0;
-  std::int64_t images = 0;
-  std::uint64_t skipped = 0;
-  double seconds = 0;
-  double compute_busy = 0;  // the train (or eval) stage's busy time / wall time
-  std::string bottleneck;   // the stage that limits: the sink when >= 90% busy, else the busiest other
-  bool stopped = false;
-};
-
-// One batch's work on the backend: Trainer::train_batch or Trainer::evaluate_batch.
-using BatchStep = std::function<nn::LossResult(const BatchTensors&)>;
-
-// Runs `dataset` once through the input pipeline into `step`, in a sink stage named `stage`.
-EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      nn::Backend& backend, const BatchStep& step,
-                      const std::function<void(const EpochTotals&)>& progress) {
-  Input input = make_input(dataset, config);
-  input.pipeline_options.stop_on_signal = true;  // Ctrl-C drains the epoch (SignalStop in train())
-  graph::Pipeline pipe(input.pipeline_options);
-  EpochTotals totals;
-  auto last_progress = Clock::now();
-  add_input(pipe, input, config)
-      .sink(stage,
-            [&](nodes::Batch batch) {
-              const BatchTensors t = to_tensors(batch, backend);
-              const nn::LossStats s = step(t).read(backend.stream());
-              const std::int64_t n = t.labels.numel();
-              totals.loss_sum += s.loss * static_cast<double>(n);
-              totals.correct += s.correct;
-              totals.images += n;
-              if (Clock::now() - last_progress > std::chrono::milliseconds(250)) {
-                last_progress = Clock::now();
-                progress(totals);
-              }
-            },
-            {.capacity = config.prefetch});
-  const graph::RunReport report = pipe.run();
-  totals.seconds = std::chrono::duration<double>(report.elapsed).count();
-  totals.skipped = report.skipped;
-  totals.stopped = report.stopped || report.cancelled;
-  // The limit: the train step itself while it is (nearly) always busy; else the input stage that
-  // worked longest, the one keeping it waiting.
-  std::chrono::nanoseconds busiest{0};
-  for (const graph::StageStats& s : report.stages) {
-    if (s.name == stage) {
-      totals.compute_busy = totals.seconds > 0 ? std::chrono::duration<double>(s.busy).count() / totals.seconds : 0;
-    } else if (s.busy > busiest) {
-      busiest = s.busy;
-      totals.bottleneck = s.name;
-    }
-  }
-  if (totals.compute_busy >= 0.9) totals.bottleneck = stage;
-  return totals;
-}
-
-int size_for(const TrainConfig& c) {
-  if (c.size > 0) return c.size;
-  return c.model == "small_cnn" || c.model == "mobilenet" ? 32 : 224;
-}
-
-gpu::DType compute_dtype(const std::string& precision) {
-  if (precision == "bf16") return gpu::DType::bf16;
-  if (precision == "fp16") return gpu::DType::f16;
-  return gpu::DType::f32;
-}
 
 }  // namespace
 
@@ -294,7 +166,7 @@ int train(int argc, char** argv) {
   auto model = nn::make_model(c.model, {.classes = classes, .seed = c.seed});
   model->to(device, backend->stream());
 
-  const int size = size_for(c);
+  const int size = c.size > 0 ? c.size : default_image_size(c.model);
   const auto batches_per_epoch = static_cast<std::int64_t>(train_set->size() / static_cast<std::size_t>(c.batch));
   const std::int64_t steps_per_epoch = std::max<std::int64_t>(1, batches_per_epoch / c.accumulate);
   const std::int64_t total_steps = steps_per_epoch * c.epochs;
@@ -352,6 +224,11 @@ int train(int argc, char** argv) {
   val_input.transforms = {"resize size=" + std::to_string(size), "center_crop size=" + std::to_string(size),
                           "normalize"};
   val_input.tuning.target = "evaluate";
+  // What `stoke classify` and `stoke evaluate` need to use a checkpoint on their own.
+  trainer.set_metadata(to_metadata({.model = c.model,
+                                    .image_size = size,
+                                    .classes = train_set->classes(),
+                                    .eval_transforms = val_input.transforms}));
   val_input.shuffle = false;
   val_input.drop_last = false;
 
@@ -359,7 +236,7 @@ int train(int argc, char** argv) {
   bool interrupted = false;
   for (std::int64_t epoch = trainer.epoch(); epoch < c.epochs && !interrupted; ++epoch) {
     train_input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(epoch);
-    const auto progress = [&](const EpochTotals& t) {
+    const auto progress = [&](const EpochTotals& t, const graph::Pipeline&) {
       if (c.json) return;
       std::fprintf(stderr, "\repoch %lld/%d  %6lld images  loss %.4f  acc %.3f  lr %.4f ",
                    static_cast<long long>(epoch + 1), c.epochs, static_cast<long long>(t.images),
@@ -369,7 +246,7 @@ int train(int argc, char** argv) {
     };
     const EpochTotals train_totals = run_epoch(
         train_set, train_input, "train", *backend,
-        [&](const BatchTensors& t) { return trainer.train_batch(t.images, t.labels); }, progress);
+        [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; }, progress);
     interrupted = train_totals.stopped;
     if (!c.json) std::fprintf(stderr, "\r%100s\r", "");
 
@@ -377,8 +254,12 @@ int train(int argc, char** argv) {
     if (val_set && !interrupted) {
       val_totals = run_epoch(
           val_set, val_input, "evaluate", *backend,
-          [&](const BatchTensors& t) { return trainer.evaluate_batch(t.images, t.labels); },
-          [](const EpochTotals&) {});
+          [&](const BatchTensors& t) {
+            nn::Tensor logits;
+            StepResult r{trainer.evaluate_batch(t.images, t.labels, &logits)};
+            r.correct_top5 = top_k_correct(logits, t.labels, 5, *backend);
+            return r;
+          });
     }
     trainer.set_epoch(interrupted ? epoch : epoch + 1);
     if (!c.checkpoint.empty()) {
@@ -391,12 +272,14 @@ int train(int argc, char** argv) {
 
     const double train_loss = train_totals.images > 0 ? train_totals.loss_sum / static_cast<double>(train_totals.images) : 0;
     const double val_top1 = val_totals.images > 0 ? static_cast<double>(val_totals.correct) / static_cast<double>(val_totals.images) : 0;
+    const double val_top5 = val_totals.images > 0 ? static_cast<double>(val_totals.correct_top5) / static_cast<double>(val_totals.images) : 0;
     const double images_per_sec = train_totals.seconds > 0 ? static_cast<double>(train_totals.images) / train_totals.seconds : 0;
     if (c.json) {
       Json j;
       j.field("epoch", static_cast<int>(epoch + 1));
       j.field("train_loss", train_loss);
       j.field("val_top1", val_top1);
+      j.field("val_top5", val_top5);
       j.field("images_per_sec", images_per_sec);
       j.field("compute_busy", train_totals.compute_busy);
       j.field("bottleneck", train_totals.bottleneck);

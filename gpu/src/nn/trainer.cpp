@@ -104,11 +104,18 @@ void Trainer::finish_step() {
   }
 }
 
-LossResult Trainer::evaluate_batch(const Tensor& images, const Tensor& labels) {
+LossResult Trainer::evaluate_batch(const Tensor& images, const Tensor& labels, Tensor* logits) {
   const Tensor x = prepare(images);
   Context ctx{.backend = backend_, .mode = Mode::eval, .seed = options_.seed, .step = 0};
-  const Tensor logits = model_.forward(x, ctx);
-  return loss_.forward(logits, labels, ctx);
+  const Tensor out = model_.forward(x, ctx);
+  if (logits != nullptr) *logits = out;
+  return loss_.forward(out, labels, ctx);
+}
+
+Tensor Trainer::predict(const Tensor& images) {
+  const Tensor x = prepare(images);
+  Context ctx{.backend = backend_, .mode = Mode::eval, .seed = options_.seed, .step = 0};
+  return model_.forward(x, ctx);
 }
 
 void Trainer::save(const std::filesystem::path& path) {
@@ -117,7 +124,7 @@ void Trainer::save(const std::filesystem::path& path) {
                             .lr = schedule_.at(step_),
                             .loss_scale = loss_scale_,
                             .seed = options_.seed,
-                            .extra = {}};
+                            .extra = metadata_};
   save_checkpoint(path, model_, &optimizer_, state, backend_.stream());
 }
 
@@ -125,6 +132,7 @@ void Trainer::load(const std::filesystem::path& path) {
   const TrainingState state = load_checkpoint(path, model_, &optimizer_, backend_.stream());
   step_ = state.step;
   epoch_ = state.epoch;
+  metadata_ = state.extra;
   accumulated_ = 0;
   good_steps_ = 0;
   // A checkpoint of an f32 or bf16 run holds 1; an f16 run resumes at its scale.

@@ -18,6 +18,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "stoke/gpu/nn/backend.hpp"
 #include "stoke/gpu/nn/checkpoint.hpp"
@@ -62,8 +65,12 @@ class Trainer {
   /// std::invalid_argument when the backend cannot compute in that dtype and the images' layout.
   /// The returned stats are on the device (read() them when needed: reading waits for the GPU).
   LossResult train_batch(const Tensor& images, const Tensor& labels);
-  /// The loss and correct count of one batch in Mode::eval (nothing kept, no gradients).
-  LossResult evaluate_batch(const Tensor& images, const Tensor& labels);
+  /// The loss and correct count of one batch in Mode::eval (nothing kept, no gradients). With
+  /// `logits`, also the model's output {N, classes} (on the device, in the compute dtype), for
+  /// top-k accuracy or predictions.
+  LossResult evaluate_batch(const Tensor& images, const Tensor& labels, Tensor* logits = nullptr);
+  /// The model's output {N, classes} for a batch in Mode::eval, without labels.
+  Tensor predict(const Tensor& images);
 
   /// Optimizer steps taken (each after `accumulation` batches), the skipped ones included.
   std::int64_t step() const noexcept { return step_; }
@@ -76,8 +83,13 @@ class Trainer {
   std::int64_t epoch() const noexcept { return epoch_; }
   void set_epoch(std::int64_t epoch) noexcept { epoch_ = epoch; }
 
-  /// The model, the optimizer's state and the training state (epoch, step, lr, loss scale, seed),
-  /// written atomically.
+  /// Free-form entries saved with every checkpoint (TrainingState::extra: the model's name, the
+  /// class names, ...) and restored by load().
+  void set_metadata(std::map<std::string, std::string> metadata) { metadata_ = std::move(metadata); }
+  const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+
+  /// The model, the optimizer's state and the training state (epoch, step, lr, loss scale, seed,
+  /// metadata), written atomically.
   void save(const std::filesystem::path& path);
   /// Restores what save() wrote; throws (naming every mismatch) when the checkpoint is not of
   /// this model. A partially accumulated batch group is dropped.
@@ -105,6 +117,7 @@ class Trainer {
   float loss_scale_ = 1;
   int good_steps_ = 0;  // steps without overflow since the scale last changed (f16)
   std::int64_t skipped_steps_ = 0;
+  std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace stoke::gpu::nn
