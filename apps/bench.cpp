@@ -19,6 +19,10 @@ int bench(int argc, char** argv) {
                  bench_autotune},
       Subcommand{"nn", "training images/s of a built-in model on synthetic data already on the device (CPU or GPU)",
                  bench_nn},
+      Subcommand{"train",
+                 "the whole pipeline's training images/s as a share of the compute bound (synthetic batches on the "
+                 "device)",
+                 bench_train},
   };
   return dispatch("bench", "Measure the throughput of stoke's parts.", benchmarks, argc, argv);
 }

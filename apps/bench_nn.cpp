@@ -2,7 +2,6 @@
 // device (no input pipeline): forward, loss, backward and an SGD step per batch, timed after a
 // few warm-up steps. scripts/bench-nn.sh runs it against the same model in PyTorch, alternating
 // the two, and prints the ratio.
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -11,9 +10,7 @@
 #include <stoke/gpu/nn/models.hpp>
 #include <stoke/gpu/nn/trainer.hpp>
 #include <stoke/gpu/stream.hpp>
-#include <stoke/nodes/random.hpp>
 #include <string>
-#include <vector>
 
 // GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
 #pragma GCC diagnostic push
@@ -23,12 +20,12 @@
 #include "commands.hpp"
 #include "json.hpp"
 #include "median.hpp"
+#include "synthetic_steps.hpp"
 
 namespace stoke::app {
 namespace {
 
 namespace po = boost::program_options;
-using Clock = std::chrono::steady_clock;
 
 struct Config {
   std::string model = "small_cnn";
@@ -47,28 +44,6 @@ gpu::DType compute_dtype(const Config& c) {
   if (c.precision == "bf16") return gpu::DType::bf16;
   if (c.precision == "f16") return gpu::DType::f16;
   return gpu::DType::f32;
-}
-
-// A batch of random images (normalised-looking values) and labels, on `device`.
-struct SyntheticBatch {
-  gpu::nn::Tensor images;
-  gpu::nn::Tensor labels;
-};
-
-// The images come in the compute dtype and layout, as stoke's convert stage delivers them.
-SyntheticBatch make_batch(const Config& c, gpu::nn::Backend& backend) {
-  gpu::nn::Tensor images({c.batch, 3, c.size, c.size});
-  gpu::nn::Tensor labels({c.batch}, gpu::DType::i32);
-  nodes::ItemRng rng(1, 0, 0);
-  for (float& v : images.f32()) v = static_cast<float>(rng.uniform(-2, 2));
-  for (std::int64_t i = 0; i < c.batch; ++i) {
-    labels.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(rng.uniform_int(0, c.classes - 1));
-  }
-  if (c.channels_last) images = gpu::nn::to_layout(images, gpu::TensorLayout::nhwc);
-  const gpu::nn::Tensor on_device = images.to(backend.device(), backend.stream());
-  gpu::nn::Tensor converted = backend.empty(on_device.shape(), compute_dtype(c), on_device.layout());
-  backend.cast(on_device, converted);
-  return {converted, labels.to(backend.device(), backend.stream())};
 }
 
 }  // namespace
@@ -121,26 +96,17 @@ int bench_nn(int argc, char** argv) {
                            {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f},
                             .schedule = {.kind = gpu::nn::LrScheduleKind::constant, .base_lr = 0.01f},
                             .compute = compute_dtype(c)});
-  const SyntheticBatch batch = make_batch(c, *backend);
+  // The images come in the compute dtype and layout, as stoke's convert stage delivers them.
+  const BatchTensors batch = synthetic_batch(*backend, c.batch, c.size, c.classes, compute_dtype(c),
+                                             c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw);
   if (!c.json) {
     std::fprintf(stderr, "bench nn: %s (%lld parameters), batch %d, %dx%d, on %s\n", c.model.c_str(),
                  static_cast<long long>(gpu::nn::parameter_count(*model)), c.batch, c.size, c.size,
                  backend->describe().c_str());
   }
-  for (int i = 0; i < c.warmup; ++i) (void)trainer.train_batch(batch.images, batch.labels);
-  backend->stream().synchronize();
-  std::vector<double> step_ms;
-  double last_loss = 0;
-  const auto start = Clock::now();
-  for (int i = 0; i < c.steps; ++i) {
-    const auto t0 = Clock::now();
-    const gpu::nn::LossResult result = trainer.train_batch(batch.images, batch.labels);
-    if (device.is_cpu() || i + 1 == c.steps) last_loss = result.read(backend->stream()).loss;
-    step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  backend->stream().synchronize();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const double images_per_sec = static_cast<double>(c.batch) * c.steps / seconds;
+  const StepTiming timing = time_train_steps(trainer, *backend, batch, {.warmup = c.warmup, .steps = c.steps});
+  const double images_per_sec = timing.images_per_sec();
+  const double last_loss = timing.last_loss;
   if (c.json) {
     Json j;
     j.field("bench", "nn");
@@ -152,13 +118,13 @@ int bench_nn(int argc, char** argv) {
     j.field("channels_last", c.channels_last);
     j.field("steps", c.steps);
     j.field("images_per_sec", images_per_sec);
-    j.field("median_step_ms", median(step_ms));
+    j.field("median_step_ms", median(timing.step_ms));
     j.field("last_loss", last_loss);
     std::cout << j.str() << "\n";
   } else {
     std::printf("%s training (%s%s), batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
                 c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size,
-                c.size, device.str().c_str(), images_per_sec, median(step_ms), last_loss);
+                c.size, device.str().c_str(), images_per_sec, median(timing.step_ms), last_loss);
   }
   return 0;
 }

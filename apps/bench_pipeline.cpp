@@ -35,11 +35,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct SkippedFile {
-  std::string file;
-  std::string reason;
-};
-
 struct Result {
   std::uint64_t images = 0;
   std::uint64_t batches = 0;
@@ -73,26 +68,6 @@ class Timer {
   bool done_ = false;
   std::thread thread_;
 };
-
-// The skip report names items by stream position; the reason usually starts with the file.
-// Skips come in source order, so each epoch's permutation is computed once.
-std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input) {
-  std::vector<SkippedFile> out;
-  const std::size_t per_epoch = input.order.per_epoch();
-  std::optional<std::uint64_t> epoch;
-  std::vector<std::uint64_t> order;
-  for (const auto& item : report.skipped_items) {
-    if (item.index / per_epoch != epoch) {
-      epoch = item.index / per_epoch;
-      order = input.order.indices(static_cast<std::uint32_t>(*epoch));
-    }
-    const std::string file = input.dataset->name(static_cast<std::size_t>(order[item.index % per_epoch]));
-    std::string reason = item.reason;
-    if (reason.rfind(file + ": ", 0) == 0) reason.erase(0, file.size() + 2);
-    out.push_back({file, item.stage + ": " + reason});
-  }
-  return out;
-}
 
 Result run_pipeline(const InputConfig& config, const nodes::DatasetPtr& dataset, double seconds, bool progress) {
   Input input = make_input(dataset, config);
@@ -139,7 +114,7 @@ Result run_pipeline(const InputConfig& config, const nodes::DatasetPtr& dataset,
   result.batches = batches.load();
   result.files_read = result.report.produced;
   result.skipped_count = result.report.skipped;
-  result.skipped = name_skips(result.report, input);
+  result.skipped = name_skips(result.report, input, config);
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <utility>
 
@@ -94,12 +95,27 @@ CommandOptions& CommandOptions::positional(const char* name, int max_count) {
   return *this;
 }
 
+CommandOptions& CommandOptions::config_file_option(std::string name) {
+  config_option_ = std::move(name);
+  return *this;
+}
+
 std::optional<int> CommandOptions::parse(int argc, char** argv, po::variables_map& values) const {
   try {
     po::store(po::command_line_parser(argc, argv).options(options_).positional(positional_).run(), values);
     if (values.count("help") != 0) {
       print_help(std::cout);
       return 0;
+    }
+    if (!config_option_.empty() && values.count(config_option_) != 0) {
+      const auto file = values[config_option_].as<std::string>();
+      std::ifstream in(file);
+      if (!in) return usage_error(file + ": cannot read this config file");
+      try {
+        po::store(po::parse_config_file(in, options_), values);
+      } catch (const po::error& error) {
+        return usage_error(file + ": " + error.what());
+      }
     }
     po::notify(values);
   } catch (const po::error& error) {

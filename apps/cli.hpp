@@ -52,6 +52,11 @@ class CommandOptions {
   /// Positional arguments fill the option `name` (max_count -1: any number).
   CommandOptions& positional(const char* name, int max_count);
 
+  /// Lets the option `name` (added by the caller, a string) name a config file of the same
+  /// options, read by parse() after the command line, which wins: "key = value" lines, '#'
+  /// comments, a key repeated for a list.
+  CommandOptions& config_file_option(std::string name);
+
   /// Parses argv[1..argc) into `values` (and runs notify()). Returns the exit code when the command
   /// must end now: 0 after printing --help, 2 after reporting a parse error; nullopt to go on.
   std::optional<int> parse(int argc, char** argv, boost::program_options::variables_map& values) const;
@@ -67,6 +72,7 @@ class CommandOptions {
   std::string path_;
   std::string summary_;
   std::string arguments_;
+  std::string config_option_;
   boost::program_options::options_description options_;
   boost::program_options::positional_options_description positional_;
 };

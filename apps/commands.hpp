@@ -26,8 +26,18 @@ int bench_autotune(int argc, char** argv);
 /// `stoke bench nn`: training throughput of a built-in model, synthetic data (apps/bench_nn.cpp).
 int bench_nn(int argc, char** argv);
 
+/// `stoke bench train`: the whole pipeline's training images/s against the compute bound
+/// (apps/bench_train.cpp).
+int bench_train(int argc, char** argv);
+
 /// `stoke train`: a built-in model on an image dataset, through the whole graph (apps/train.cpp).
 int train(int argc, char** argv);
+
+/// `stoke classify`: the top classes of images by a checkpoint of `stoke train` (apps/classify.cpp).
+int classify(int argc, char** argv);
+
+/// `stoke evaluate`: a checkpoint's accuracy and confusion matrix on a dataset (apps/evaluate.cpp).
+int evaluate(int argc, char** argv);
 
 /// `stoke gen-shapes`: writes the synthetic shapes dataset as JPEG ImageFolders (apps/gen_shapes.cpp).
 int gen_shapes(int argc, char** argv);

@@ -40,13 +40,27 @@ bool looks_like_cifar(const fs::path& dir) {
 
 }  // namespace
 
-nodes::DatasetPtr open_dataset(const fs::path& path) {
+nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) {
+  if (!format.empty() && format != "auto" && format != "folder" && format != "filelist" && format != "cifar" &&
+      format != "packed") {
+    throw std::invalid_argument("--format must be auto, folder, filelist, cifar or packed (got '" + format + "')");
+  }
   std::error_code error;
   const auto status = fs::status(path, error);
   if (!fs::exists(status)) {
     throw std::runtime_error(path.string() +
                              ": no such file or folder (give an image folder, a .stoke pack, a list file or a "
                              "CIFAR folder; `stoke gen-shapes --out DIR` makes a small dataset)");
+  }
+  if (format == "folder" || format == "cifar") {
+    if (!fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a folder");
+    if (format == "cifar") return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
+    return std::make_shared<nodes::ImageFolder>(path);
+  }
+  if (format == "packed" || format == "filelist") {
+    if (fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a file");
+    if (format == "packed") return std::make_shared<nodes::PackedDataset>(path);
+    return std::make_shared<nodes::FileList>(path, path.parent_path());
   }
   if (fs::is_directory(status)) {
     if (looks_like_cifar(path)) return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
@@ -93,6 +107,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
 
   graph::PipelineOptions options;
   options.threads = config.threads;
+  options.trace = !config.trace_file.empty();
   options.max_in_flight = config.in_flight > 0 ? config.in_flight : std::max<std::size_t>(2 * config.batch_size, 64);
   if (config.autotune) {
     graph::AutotuneOptions tuning = config.tuning;
@@ -105,9 +120,10 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
 
   nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle, .seed = config.seed});
   // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
-  // consumer's hands (Collate takes a slot only once a batch is complete). With that many the
-  // batch stage never waits for a slot: the graph's backpressure stops it first.
-  nodes::BatchPool pool(shape, config.prefetch + 2, config.allocator);
+  // consumer's hands (Collate takes a slot only once a batch is complete), plus what the caller's
+  // stages in between hold. With that many the batch stage never waits for a slot: the graph's
+  // backpressure stops it first.
+  nodes::BatchPool pool(shape, config.prefetch + 2 + config.extra_slots, config.allocator);
   return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options};
 }
 
@@ -131,12 +147,37 @@ graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, c
                               config.fuse);
   auto batch_options = nodes::Collate::stage_options();
   batch_options.on_error = graph::OnError::fail;  // a wrong-size image is a recipe mistake, not bad data
-  return pipe.source("source", nodes::DatasetSource(input.dataset->size(), input.order.options(), config.epochs))
+  nodes::DatasetSource source(input.dataset->size(), input.order.options(), config.epochs);
+  for (std::size_t i = 0; i < config.start; ++i) {
+    if (!source()) break;
+  }
+  return pipe.source("source", std::move(source))
       .map("read", nodes::ReadSample(input.dataset),
            {.concurrency = config.read_concurrency.value_or(parallel), .on_error = config.on_error})
       .map("decode", std::move(decode),
            {.concurrency = config.decode_concurrency.value_or(parallel), .on_error = config.on_error})
       .emit<nodes::Batch>("batch", nodes::Collate(input.pool, {.drop_last = config.drop_last}), batch_options);
+}
+
+// The skip report names items by stream position; the reason usually starts with the file.
+// Skips come in source order, so each epoch's permutation is computed once.
+std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input, const InputConfig& config) {
+  std::vector<SkippedFile> out;
+  const std::size_t per_epoch = input.order.per_epoch();
+  std::optional<std::uint64_t> epoch;
+  std::vector<std::uint64_t> order;
+  for (const auto& item : report.skipped_items) {
+    const std::uint64_t position = item.index + config.start;
+    if (position / per_epoch != epoch) {
+      epoch = position / per_epoch;
+      order = input.order.indices(static_cast<std::uint32_t>(*epoch));
+    }
+    const std::string file = input.dataset->name(static_cast<std::size_t>(order[position % per_epoch]));
+    std::string reason = item.reason;
+    if (reason.rfind(file + ": ", 0) == 0) reason.erase(0, file.size() + 2);
+    out.push_back({file, item.stage + ": " + reason});
+  }
+  return out;
 }
 
 }  // namespace stoke::app

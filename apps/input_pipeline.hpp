@@ -25,7 +25,9 @@ namespace stoke::app {
 ///   a folder with CIFAR batch files                      CIFAR-10/100 (train split)
 ///   any other folder                                     an ImageFolder (one subfolder per class)
 /// Throws std::runtime_error naming the path when it does not exist or cannot be opened.
-nodes::DatasetPtr open_dataset(const std::filesystem::path& path);
+/// `format` forces one reading: "folder", "filelist", "cifar" or "packed" ("" or "auto": guess as
+/// above); another word is std::invalid_argument naming the choices.
+nodes::DatasetPtr open_dataset(const std::filesystem::path& path, const std::string& format = "");
 
 /// JPEG through libjpeg-turbo, and other formats through OpenCV when this build has
 /// stoke::imgcodecs.
@@ -55,7 +57,17 @@ struct InputConfig {
   std::optional<graph::Concurrency> read_concurrency{};
   std::optional<graph::Concurrency> decode_concurrency{};
   std::size_t prefetch = 4;  ///< batches queued for the consumer (also the pool's spare slots)
+  /// Batches that stages the caller puts between the batch stage and its consumer may hold at
+  /// once (queued and in hand), added to the pool: the batch stage must never wait for a slot,
+  /// since a oneTBB thread blocked there may be the one holding the slot that would free it.
+  std::size_t extra_slots = 0;
   std::uint32_t epochs = 1;  ///< 0: repeat until stopped
+  /// Items of the first epoch's order to pass over: a run resumed in the middle of an epoch
+  /// starts where the interrupted one stopped (stream positions then count from there).
+  std::size_t start = 0;
+  /// Record the pipeline's spans (PipelineOptions::trace), for the caller to write here with
+  /// Pipeline::write_trace (run_epoch in training.hpp does). Empty: no trace.
+  std::filesystem::path trace_file;
   std::uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
@@ -83,6 +95,16 @@ struct Input {
 /// the last one is normalize, uint8 NHWC otherwise), pool slots = prefetch + 2, and the pipeline
 /// options, with the scheduler's settings (config.tuning completed) when config.autotune.
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config);
+
+/// A skipped item named: the file (the dataset's name for it) and the stage's reason.
+struct SkippedFile {
+  std::string file;
+  std::string reason;
+};
+
+/// The files behind report.skipped_items (which the graph names by stream position) of a run of
+/// `input` made with `config` (its start position).
+std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input, const InputConfig& config);
 
 /// Chains source -> read -> decode (+augment) -> batch onto `pipe` (built with
 /// input.pipeline_options) and returns the flow of batches, for the caller's sink.

@@ -43,6 +43,11 @@ class Json {
     this->key(key);
     out_ += value ? "true" : "false";
   }
+  /// "key":null, for a value that does not exist (e.g. an accuracy without a validation split).
+  void null_field(std::string_view key) {
+    this->key(key);
+    out_ += "null";
+  }
 
   void value(std::string_view value) {
     separate();
@@ -51,6 +56,10 @@ class Json {
   void value(double value) {
     separate();
     number(value);
+  }
+  void value(std::uint64_t value) {
+    separate();
+    out_ += std::to_string(value);
   }
   void begin_object() {
     separate();
@@ -63,6 +72,11 @@ class Json {
   void end_object() { close('}'); }
   void begin_array(std::string_view key) {
     this->key(key);
+    open('[');
+  }
+  /// An array inside an array (a row of a matrix).
+  void begin_array() {
+    separate();
     open('[');
   }
   void end_array() { close(']'); }

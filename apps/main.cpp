@@ -14,6 +14,12 @@ namespace {
 
 constexpr std::array commands{
     stoke::app::Subcommand{"train", "train an image classifier end to end (stoke train --help)", stoke::app::train},
+    stoke::app::Subcommand{"classify",
+                           "print the top classes of images by a trained checkpoint (stoke classify --help)",
+                           stoke::app::classify},
+    stoke::app::Subcommand{"evaluate",
+                           "accuracy and confusion matrix of a checkpoint on a dataset (stoke evaluate --help)",
+                           stoke::app::evaluate},
     stoke::app::Subcommand{"bench", "measure the throughput of stoke's parts (stoke bench --help)", stoke::app::bench},
     stoke::app::Subcommand{"pack", "pack an image folder or file list into one shard + index for fast reading",
                            stoke::app::pack},

@@ -6,11 +6,18 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <iosfwd>
 #include <map>
+#include <memory>
+#include <span>
+#include <stoke/gpu/device.hpp>
+#include <stoke/gpu/device_batch.hpp>
 #include <stoke/gpu/dtype.hpp>
 #include <stoke/gpu/nn/backend.hpp>
+#include <stoke/gpu/nn/layer.hpp>
 #include <stoke/gpu/nn/loss.hpp>
 #include <stoke/gpu/nn/tensor.hpp>
+#include <stoke/gpu/stream.hpp>
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/nodes/batch.hpp>
 #include <stoke/nodes/dataset.hpp>
@@ -29,14 +36,18 @@ std::filesystem::path cache_folder();
 /// its root, holding train/ and val/.
 std::filesystem::path builtin_dataset(bool quiet);
 
-/// A batch's images {n, 3, size, size} f32 and labels {n} i32 on the backend's device. On the CPU
-/// they are views of the batch (valid while it lives); on a GPU, copies whose transfer is
-/// finished before the batch goes back to its pool.
+/// A batch's images {n, 3, size, size} f32 and labels {n} i32 on the backend's device: views of
+/// the batch's memory (the host batch on the CPU, its device slot on a GPU), valid while it lives.
 struct BatchTensors {
   gpu::nn::Tensor images;
   gpu::nn::Tensor labels;
+  std::span<const std::uint64_t> indices;  ///< the items' dataset indices (host memory)
 };
+/// A host batch outside a pipeline (classify): views on the CPU; on a GPU, copies finished
+/// before the call returns.
 BatchTensors to_tensors(nodes::Batch& batch, gpu::nn::Backend& backend);
+/// Views of `batch`; on a GPU the backend's stream is made to wait for the batch's copy first.
+BatchTensors to_tensors(const gpu::DeviceBatch& batch, gpu::nn::Backend& backend);
 
 /// What one pass over a dataset measured.
 struct EpochTotals {
@@ -46,7 +57,7 @@ struct EpochTotals {
   std::int64_t images = 0;
   std::int64_t batches = 0;
   std::uint64_t skipped = 0;
-  std::vector<graph::SkippedItem> skipped_items;  ///< the first ones, with the file and why
+  std::vector<SkippedFile> skipped_files;  ///< the first ones, with the file and why
   double seconds = 0;
   double compute_busy = 0;  ///< the compute stage's busy time / wall time
   std::string bottleneck;   ///< the compute stage when >= 90% busy, else the busiest other stage
@@ -68,14 +79,46 @@ using BatchStep = std::function<StepResult(const BatchTensors&)>;
 /// pipeline (Pipeline::stats() is safe from there).
 using EpochProgress = std::function<void(const EpochTotals&, const graph::Pipeline&)>;
 
-/// Runs `dataset` once through the input pipeline of `config` into `step`, in a sink stage named
+/// A steady-state measurement for run_epoch: the first `warmup_batches` batches go through the
+/// step uncounted (first allocations, queues filling, the scheduler's first moves), then batches
+/// are counted until `seconds` have passed (0: to the end of the data), when the pipeline is
+/// cancelled. The default, {0, 0}, counts the whole run.
+struct MeasureWindow {
+  std::int64_t warmup_batches = 0;
+  double seconds = 0;
+};
+
+/// Runs `dataset` once through the input pipeline of `config` (batches in pinned memory on a GPU),
+/// the to-device stage (copies on their own stream) and into `step`, in a sink stage named
 /// `stage` (the autotuner's target when config.tuning.target names it). Ctrl-C under a
-/// graph::SignalStop drains the pipeline: totals.stopped is then set.
+/// graph::SignalStop stops the run: batches arriving after the signal are not stepped (the step
+/// running finishes), and totals.stopped is set. With config.trace_file, writes the run's Chrome
+/// trace there.
+///
+/// With a `window` (`stoke bench train`), the totals -- images, loss, seconds, compute_busy,
+/// bottleneck -- are the window's; `report` stays the whole run's, and a window ended by its time
+/// does not set `stopped`. With config.epochs == 0 the data repeats until the time is up.
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      gpu::nn::Backend& backend, const BatchStep& step, const EpochProgress& progress = {});
+                      gpu::nn::Backend& backend, const BatchStep& step, const EpochProgress& progress = {},
+                      const MeasureWindow& window = {});
+
+/// Where a pipeline feeding a compute stage stands: that stage's busy time over `seconds`, and the
+/// stage that limits throughput -- the compute stage while it is busy 90% of the time or more,
+/// else the input stage that worked longest, the one keeping it waiting.
+struct Limit {
+  double compute_busy = 0;
+  std::string stage;
+};
+Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string& compute_stage, double seconds);
 
 /// The image side a model trains at by default: 32 for small_cnn and mobilenet, 224 otherwise.
 int default_image_size(const std::string& model);
+
+/// The training augmentation when none is given, at `size`: for photos random crops
+/// (random_resized_crop scale=0.35:1), flip, normalize; for the built-in shapes dataset
+/// (`builtin`), whose images are already framed at their size and whose label a crop could cut
+/// off, resize + center_crop, flip, normalize.
+std::vector<std::string> default_train_transforms(int size, bool builtin);
 
 /// "fp32" -> f32, "bf16" -> bf16, "fp16" -> f16; throws std::invalid_argument naming the choices.
 gpu::DType compute_dtype(const std::string& precision);
@@ -96,5 +139,27 @@ struct ModelCard {
 std::map<std::string, std::string> to_metadata(const ModelCard& card);
 /// Throws std::runtime_error naming `source` (the checkpoint) when an entry is missing.
 ModelCard model_card_from(const std::map<std::string, std::string>& metadata, const std::string& source);
+
+/// Where a command computes: the device, a stream on it (CUDA only) and the backend using it.
+struct Compute {
+  gpu::Device device = gpu::Device::cpu();
+  std::unique_ptr<gpu::Stream> stream;  ///< null on the CPU; outlives the backend
+  std::unique_ptr<gpu::nn::Backend> backend;
+};
+/// The device `spec` names ("auto", "cpu", "cuda:N"; see gpu::select_device, which logs the choice
+/// to `log` when not null) and a backend on it.
+Compute make_compute(const std::string& spec, std::ostream* log);
+
+/// A model restored from a `stoke train` checkpoint for inference: the card, and the model with
+/// the checkpoint's weights on the backend's device.
+struct InferenceModel {
+  ModelCard card;
+  std::unique_ptr<gpu::nn::Sequential> model;
+};
+/// Reads the card from the checkpoint's header, builds the model it names with its classes on
+/// `backend`'s device and loads the weights. Throws std::runtime_error naming the file when it
+/// cannot be read, is not a (complete) safetensors file, has no card (not written by `stoke
+/// train`), or its weights do not fit the model the card names.
+InferenceModel load_for_inference(const std::filesystem::path& checkpoint, gpu::nn::Backend& backend);
 
 }  // namespace stoke::app

@@ -30,6 +30,16 @@ inline std::string slurp(const std::filesystem::path& path) {
   return text.str();
 }
 
+/// The non-empty lines of a command's output.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
 /// Runs `stoke <args>` (each argument single-quoted for the shell), capturing stdout and stderr
 /// in files under `scratch`.
 inline CliResult run_stoke(const std::filesystem::path& scratch, const std::vector<std::string>& args) {

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -16,18 +19,10 @@ namespace stoke::nodes {
 namespace {
 
 namespace fs = std::filesystem;
+using stoke::test::lines_of;
 using stoke::test::run_stoke;
 using test::TempDir;
 using ::testing::HasSubstr;
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) lines.push_back(line);
-  }
-  return lines;
-}
 
 class TrainCli : public ::testing::Test {
  protected:
@@ -51,13 +46,17 @@ TEST_F(TrainCli, PrintsAnEpochPerLineAndWritesCheckpoints) {
   const auto run = run_stoke(scratch(), base(2));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto lines = lines_of(run.out);
-  ASSERT_EQ(lines.size(), 2u) << run.out;
-  for (const char* key : {"\"epoch\"", "\"train_loss\"", "\"val_top1\"", "\"images_per_sec\"", "\"compute_busy\"",
-                          "\"skipped\"", "\"checkpoint\""}) {
+  ASSERT_EQ(lines.size(), 3u) << run.out;  // two epochs and the summary
+  for (const char* key : {"\"epoch\"", "\"train_loss\"", "\"val_top1\"", "\"val_top5\"", "\"images_per_sec\"",
+                          "\"compute_busy\"", "\"skipped\"", "\"checkpoint\""}) {
     EXPECT_THAT(lines[0], HasSubstr(key));
   }
   EXPECT_THAT(lines[0], HasSubstr("\"epoch\":1"));
   EXPECT_THAT(lines[1], HasSubstr("\"epoch\":2"));
+  EXPECT_THAT(lines[2], HasSubstr("\"final\":true"));
+  EXPECT_THAT(lines[2], HasSubstr("\"epochs\":2"));
+  // Three classes: every label is within the top 5.
+  EXPECT_THAT(lines[1], HasSubstr("\"val_top5\":1,"));
   EXPECT_TRUE(fs::exists(dir_.path() / "ck" / "epoch_1.safetensors"));
   EXPECT_TRUE(fs::exists(dir_.path() / "ck" / "epoch_2.safetensors"));
   EXPECT_TRUE(fs::exists(dir_.path() / "ck" / "last.safetensors"));
@@ -70,7 +69,7 @@ TEST_F(TrainCli, ResumeContinuesAfterTheCheckpointsEpoch) {
   const auto run = run_stoke(scratch(), args);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto lines = lines_of(run.out);
-  ASSERT_EQ(lines.size(), 2u) << run.out;
+  ASSERT_EQ(lines.size(), 3u) << run.out;
   EXPECT_THAT(lines[0], HasSubstr("\"epoch\":2"));
   EXPECT_THAT(lines[1], HasSubstr("\"epoch\":3"));
 }
@@ -81,11 +80,17 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
     int exit_code;
     std::string says;
   };
+  const fs::path corrupt = dir_.path() / "corrupt.safetensors";
+  test::write_text(corrupt, "not a checkpoint at all");
+  const fs::path bad_config = dir_.path() / "bad.conf";
+  test::write_text(bad_config, "epochs = 1\ncolour = blue\n");
+  fs::create_directories(dir_.path() / "empty");
   fs::create_directories(dir_.path() / "one_class" / "only");
   test::write_bytes(dir_.path() / "one_class" / "only" / "a.jpg", test::small_jpeg(1, 32, 32));
   const std::string train = (data() / "train").string();
   const std::vector<Case> cases = {
       {{"train", "--data", (dir_.path() / "missing").string(), "--device", "cpu"}, 1, "missing"},
+      {{"train", "--data", (dir_.path() / "empty").string(), "--device", "cpu"}, 1, "no class folders"},
       {{"train", "--data", (dir_.path() / "one_class").string(), "--batch", "1", "--device", "cpu"}, 1,
        "at least two"},
       {{"train", "--data", train, "--batch", "1000", "--device", "cpu"}, 1, "fewer than one batch"},
@@ -96,6 +101,13 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
       {{"train", "--data", train, "--transform", "sharpen", "--transform", "normalize", "--device", "cpu"}, 1,
        "sharpen"},
       {{"train", "--data", train, "--transform", "random_horizontal_flip"}, 2, "must be normalize"},
+      {{"train", "--data", train, "--format", "tiff"}, 2, "--format"},
+      {{"train", "--data", train, "--format", "packed", "--device", "cpu"}, 1, "needs a file"},
+      {{"train", "--data", train, "--plugin", (dir_.path() / "libnothing.so").string(), "--device", "cpu"}, 1,
+       "libnothing.so"},
+      {{"train", "--data", train, "--resume", corrupt.string(), "--device", "cpu"}, 1, "corrupt.safetensors"},
+      {{"train", "--data", train, "--config", (dir_.path() / "missing.conf").string()}, 2, "missing.conf"},
+      {{"train", "--data", train, "--config", bad_config.string()}, 2, "bad.conf"},
   };
   for (const Case& c : cases) {
     const auto run = run_stoke(scratch(), c.args);
@@ -114,11 +126,111 @@ TEST_F(TrainCli, RefusesACheckpointOfAnotherModel) {
   EXPECT_THAT(run.err, HasSubstr("last.safetensors"));
 }
 
+// The bytes of a file, to compare checkpoints.
+std::string bytes_of(const fs::path& path) { return stoke::test::slurp(path); }
+
+TEST_F(TrainCli, DeterministicWeightsWhateverTheThreadCount) {
+  for (int threads : {1, 2}) {
+    auto args = base(1);
+    args.back() = (dir_.path() / ("ck" + std::to_string(threads))).string();
+    args.insert(args.end(), {"--deterministic", "--threads", std::to_string(threads)});
+    const auto run = run_stoke(scratch(), args);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+  }
+  const std::string one = bytes_of(dir_.path() / "ck1" / "last.safetensors");
+  ASSERT_FALSE(one.empty());
+  EXPECT_TRUE(one == bytes_of(dir_.path() / "ck2" / "last.safetensors"));
+  // --deterministic is a promise of the CPU device only.
+  const auto cuda = run_stoke(scratch(), {"train", "--data", (data() / "train").string(), "--deterministic", "--device", "cuda:0"});
+  EXPECT_NE(cuda.exit_code, 0);
+}
+
+// Ctrl-C in the middle of an epoch, then --resume: the weights at the end are those of a run that
+// was never interrupted, bit for bit (the CPU device is deterministic).
+TEST_F(TrainCli, ResumeAfterCtrlCMatchesAnUninterruptedRun) {
+  // Enough images that an epoch lasts a while: 3 classes x 300.
+  const fs::path big = dir_.path() / "big";
+  ASSERT_EQ(run_stoke(scratch(), {"gen-shapes", "--out", big.string(), "--classes", "3", "--train", "300", "--val",
+                                  "4", "--size", "32", "--seed", "3", "--quiet"})
+                .exit_code,
+            0);
+  const auto args = [&](const std::string& folder) {
+    return std::vector<std::string>{"train", "--data", (big / "train").string(), "--epochs", "2", "--batch", "16",
+                                    "--device", "cpu", "--json", "--checkpoint", (dir_.path() / folder).string()};
+  };
+  ASSERT_EQ(run_stoke(scratch(), args("whole")).exit_code, 0);
+
+  // The interrupted run: SIGINT once the first epoch's line is out, so it lands in the second.
+  std::string command = std::string("'") + STOKE_CLI + "'";
+  for (const std::string& a : args("cut")) command += " '" + a + "'";
+  const fs::path out = dir_.path() / "cut.out", err = dir_.path() / "cut.err";
+  command += " >'" + out.string() + "' 2>'" + err.string() + "' & pid=$!; " + "for i in $(seq 1 600); do grep -q epoch '" +
+             out.string() + "' && break; sleep 0.01; done; kill -INT $pid; wait $pid";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  const int cut_exit = WEXITSTATUS(status);
+  if (cut_exit == 0) GTEST_SKIP() << "the run ended before the signal came";
+  ASSERT_EQ(cut_exit, 130) << bytes_of(err);
+  EXPECT_THAT(bytes_of(err), HasSubstr("--resume"));
+
+  auto resume = args("cut");
+  resume.insert(resume.end(), {"--resume", (dir_.path() / "cut" / "last.safetensors").string()});
+  const auto resumed = run_stoke(scratch(), resume);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const std::string whole = bytes_of(dir_.path() / "whole" / "last.safetensors");
+  ASSERT_FALSE(whole.empty());
+  EXPECT_TRUE(whole == bytes_of(dir_.path() / "cut" / "last.safetensors"))
+      << "the resumed run's weights differ from the uninterrupted run's";
+}
+
+TEST_F(TrainCli, ReadsOptionsFromAConfigFileTheCommandLineWins) {
+  const fs::path config = dir_.path() / "run.conf";
+  test::write_text(config, "# a long run's settings\ndata = " + (data() / "train").string() +
+                               "\nepochs = 3\nbatch = 16\ndevice = cpu\njson = true\n"
+                               "transform = resize size=32\ntransform = normalize\n");
+  const auto run = run_stoke(scratch(), {"train", "--config", config.string(), "--epochs", "1"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;  // --epochs 1 from the command line, JSON from the file
+  EXPECT_THAT(lines[1], HasSubstr("\"final\":true"));
+}
+
+TEST_F(TrainCli, CorruptImagesAreSkippedAndListed) {
+  const fs::path first_class = *fs::directory_iterator(data() / "train");
+  test::write_text(first_class / "broken.jpg", "this is no JPEG");
+  auto args = base(1);
+  args.insert(args.end(), {"--trace", (dir_.path() / "trace.json").string(), "--report",
+                           (dir_.path() / "run.html").string()});
+  const auto run = run_stoke(scratch(), args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto lines = lines_of(run.out);
+  ASSERT_EQ(lines.size(), 2u) << run.out;
+  EXPECT_THAT(lines[0], HasSubstr("\"skipped\":1"));
+  EXPECT_THAT(lines[1], HasSubstr("broken.jpg"));
+  EXPECT_THAT(run.err, HasSubstr("broken.jpg"));
+  EXPECT_THAT(bytes_of(dir_.path() / "trace.json"), HasSubstr("traceEvents"));
+  // The report: one self-contained page listing the skipped file (scripts/check-report.sh renders
+  // it in headless Chromium).
+  const std::string report = bytes_of(dir_.path() / "run.html");
+  EXPECT_THAT(report, HasSubstr("broken.jpg"));
+  EXPECT_THAT(report, HasSubstr("small_cnn"));
+  EXPECT_THAT(report, ::testing::Not(HasSubstr("http")));
+}
+
+TEST_F(TrainCli, RunsAPluginsTransform) {
+  auto args = base(1);
+  args.insert(args.end(), {"--plugin", STOKE_EXAMPLE_PLUGIN, "--transform", "resize size=32", "--transform",
+                           "window center=128 width=200", "--transform", "normalize"});
+  const auto run = run_stoke(scratch(), args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
 TEST(TrainCliHelp, ExplainsTheOptions) {
   const stoke::nodes::test::TempDir dir;
   const auto run = run_stoke(dir.path(), {"train", "--help"});
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* option : {"--data", "--val", "--model", "--epochs", "--precision", "--resume", "--checkpoint"}) {
+  for (const char* option : {"--data", "--val", "--format", "--model", "--epochs", "--precision", "--resume",
+                             "--checkpoint", "--plugin", "--deterministic", "--config", "--trace", "--json"}) {
     EXPECT_THAT(run.out, HasSubstr(option));
   }
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 
@@ -253,6 +254,21 @@ TEST(PipelineSignalTest, SignalBeforeRunDoesNotStopALaterRunAfterReset) {
   const RunReport report = run_raising_sigint(0, true, live, produced, consumed, kItems);
   EXPECT_FALSE(report.stopped);
   EXPECT_EQ(consumed.load(), kItems);
+}
+
+// A user who presses Ctrl-C again does not want to wait for the drain: with exit_at = 2 the
+// second signal ends the process at once, with the shell's code for death by that signal.
+TEST(PipelineSignalDeathTest, SecondSignalExitsAtOnceWhenAsked) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        SignalStop guard(2);
+        std::raise(SIGINT);  // the first: counted, the process goes on
+        if (SignalStop::received() != 1) std::_Exit(3);
+        std::raise(SIGINT);  // the second: _exit(128 + SIGINT) inside the handler
+        std::_Exit(4);
+      },
+      ::testing::ExitedWithCode(128 + SIGINT), "stopped at once");
 }
 
 }  // namespace

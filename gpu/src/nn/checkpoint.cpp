@@ -252,4 +252,8 @@ TrainingState load_weights(const std::filesystem::path& path, Layer& model, Stre
   return load(path, model, nullptr, stream, /*stoke_file_required=*/false);
 }
 
+TrainingState read_checkpoint_metadata(const std::filesystem::path& path) {
+  return read_state(path, read_safetensors_metadata(path), /*required=*/false);
+}
+
 }  // namespace stoke::gpu::nn

@@ -604,41 +604,61 @@ void write_safetensors(const std::filesystem::path& path, const SafetensorsFile&
   sync_folder(path);
 }
 
-SafetensorsFile read_safetensors(const std::filesystem::path& path) {
-  const std::string source = path.string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(source + ": cannot open: " + std::strerror(errno));
-  std::error_code error;
-  const std::uintmax_t size = std::filesystem::file_size(path, error);
-  if (error) throw std::runtime_error(source + ": cannot read its size: " + error.message());
-  if (size < 8) throw_too_short(size, source);
+namespace {
 
-  const auto read = [&](std::byte* into, std::uint64_t count) {
+// An open file whose header has been read and checked; `in` stands at the first tensor byte.
+struct OpenedFile {
+  std::ifstream in;
+  std::string source;
+  Header header;
+  std::vector<Entry> entries;  // in the order of their bytes
+
+  void read(std::byte* into, std::uint64_t count) {
     in.read(reinterpret_cast<char*>(into), static_cast<std::streamsize>(count));
     if (static_cast<std::uint64_t>(in.gcount()) != count)
       throw std::runtime_error(source + ": the file ended early (it changed while being read?)");
-  };
-  std::byte prefix[8];
-  read(prefix, 8);
-  const std::uint64_t length = checked_header_length(prefix, size, source);
-  std::string text(length, '\0');
-  read(reinterpret_cast<std::byte*>(text.data()), length);
-  Header header = HeaderParser(text, source).parse();
-  std::vector<Entry> entries = check_layout(std::move(header.entries), size - 8 - length, source);
+  }
+};
 
+OpenedFile open_and_read_header(const std::filesystem::path& path) {
+  OpenedFile file{std::ifstream(path, std::ios::binary), path.string(), {}, {}};
+  if (!file.in) throw std::runtime_error(file.source + ": cannot open: " + std::strerror(errno));
+  std::error_code error;
+  const std::uintmax_t size = std::filesystem::file_size(path, error);
+  if (error) throw std::runtime_error(file.source + ": cannot read its size: " + error.message());
+  if (size < 8) throw_too_short(size, file.source);
+
+  std::byte prefix[8];
+  file.read(prefix, 8);
+  const std::uint64_t length = checked_header_length(prefix, size, file.source);
+  std::string text(length, '\0');
+  file.read(reinterpret_cast<std::byte*>(text.data()), length);
+  file.header = HeaderParser(text, file.source).parse();
+  file.entries = check_layout(std::move(file.header.entries), size - 8 - length, file.source);
+  return file;
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::filesystem::path& path) {
+  OpenedFile opened = open_and_read_header(path);
   // The entries tile the data in order, so reading them one after another reads it all.
   SafetensorsFile file;
-  file.metadata = std::move(header.metadata);
-  file.tensors.reserve(entries.size());
-  for (Entry& e : entries) {
+  file.metadata = std::move(opened.header.metadata);
+  file.tensors.reserve(opened.entries.size());
+  for (Entry& e : opened.entries) {
     TensorRecord record{.name = std::move(e.name),
                         .dtype = e.dtype,
                         .shape = std::vector<std::int64_t>(e.shape.begin(), e.shape.end()),
                         .data = std::vector<std::byte>(e.end - e.begin)};
-    read(record.data.data(), record.data.size());
+    opened.read(record.data.data(), record.data.size());
     file.tensors.push_back(std::move(record));
   }
   return file;
+}
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path) {
+  return std::move(open_and_read_header(path).header.metadata);
 }
 
 }  // namespace stoke::gpu::nn

@@ -299,5 +299,22 @@ TEST_F(Checkpoints, LoadWeightsIgnoresOptimizerStateAndReadsPlainFiles) {
                                               "not a stoke checkpoint");
 }
 
+TEST_F(Checkpoints, ReadCheckpointMetadataGivesTheStateWithoutTheTensors) {
+  auto model = two_holders(1);
+  Sgd sgd(*model, *backend_);
+  const fs::path path = dir_ / "run.safetensors";
+  save_checkpoint(path, *model, &sgd, sample_state());
+  EXPECT_EQ(read_checkpoint_metadata(path), sample_state());
+
+  // Only the header is read, but the tensors' offsets are checked against the file's size: a
+  // checkpoint cut short is an error naming it, not a state.
+  const std::string whole = read_text(path);
+  const fs::path cut = dir_ / "cut.safetensors";
+  std::ofstream(cut, std::ios::binary) << whole.substr(0, whole.size() - 4);
+  expect_throw_mentioning<std::runtime_error>([&] { (void)read_checkpoint_metadata(cut); }, cut.string());
+  expect_throw_mentioning<std::runtime_error>([&] { (void)read_checkpoint_metadata(dir_ / "none.safetensors"); },
+                                              "none.safetensors");
+}
+
 }  // namespace
 }  // namespace stoke::gpu::nn

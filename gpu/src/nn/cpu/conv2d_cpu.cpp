@@ -16,9 +16,9 @@
 // so they run as plain loops instead.
 #include <cblas.h>
 #include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/partitioner.h>
-#include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -206,12 +206,21 @@ constexpr Index kTileColumns = 256;
 // rather than making the other thread wait for it.
 constexpr Index kTilesPerThread = 4;
 
+// The threads the work is cut for: the machine's (its cores this process may use), not the
+// calling arena's. The cut decides the filter gradient's order of summation, so with the arena's
+// a pipeline's --threads would change the trained weights in their last bits; with this, a seed
+// gives the same weights whatever thread count runs the step (`stoke train --deterministic`).
+Index plan_concurrency() {
+  static const Index threads = std::max(1, tbb::info::default_concurrency());
+  return threads;
+}
+
 // Images per tile: enough for kTileColumns columns, but few enough for kTilesPerThread tiles per
-// thread. Depends on the shapes and the arena's concurrency only, never on scheduling, so the
-// filter gradient's order of summation (by tile) is the same on every run.
+// thread. Depends on the shapes and the machine only, never on scheduling, so the filter
+// gradient's order of summation (by tile) is the same on every run.
 Index tile_images(const ConvDims& d) {
   const Index wanted = std::max<Index>(1, kTileColumns / std::max<Index>(1, d.plane));
-  const Index tiles = kTilesPerThread * std::max(1, tbb::this_task_arena::max_concurrency());
+  const Index tiles = kTilesPerThread * plan_concurrency();
   return std::clamp<Index>((d.n + tiles - 1) / tiles, 1, wanted);
 }
 
@@ -494,7 +503,7 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x
   const Index tile_size = tile_images(d);
   const Index tiles = (d.n + tile_size - 1) / tile_size;
   const Index columns = tile_size * d.plane;
-  const Index chunks = std::clamp<Index>(tbb::this_task_arena::max_concurrency(), 1, tiles);
+  const Index chunks = std::clamp<Index>(plan_concurrency(), 1, tiles);
   const Scratch partial_block(*pool_, chunks * weight_count);
   float* partial = partial_block.data();
   tbb::parallel_for(

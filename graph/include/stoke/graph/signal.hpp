@@ -9,6 +9,9 @@ namespace stoke::graph {
 class SignalStop {
  public:
   SignalStop();
+  /// As above; the `exit_at`-th signal (e.g. 2: the second Ctrl-C) ends the process at once with
+  /// _exit(128 + the signal's number), for a user who will not wait for the drain. 0: never.
+  explicit SignalStop(int exit_at);
   ~SignalStop();
   SignalStop(const SignalStop&) = delete;
   SignalStop& operator=(const SignalStop&) = delete;

@@ -74,4 +74,11 @@ TrainingState load_checkpoint(const std::filesystem::path& path, Layer& model, S
 /// training state comes back as the defaults.
 TrainingState load_weights(const std::filesystem::path& path, Layer& model, StreamView stream = StreamView::host());
 
+/// The training state of a checkpoint or a plain weights file, as load_weights returns it, read
+/// from the file's header alone (no tensor is read): what an application needs to know (the
+/// model's name, its classes in `extra`) to build the model before loading the weights into it.
+/// Throws std::runtime_error naming the path for a file that cannot be read, is not a safetensors
+/// file, is truncated, or has a stoke format this build does not read.
+TrainingState read_checkpoint_metadata(const std::filesystem::path& path);
+
 }  // namespace stoke::gpu::nn

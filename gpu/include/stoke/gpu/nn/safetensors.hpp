@@ -77,6 +77,12 @@ void write_safetensors(const std::filesystem::path& path, const SafetensorsFile&
 /// path.
 SafetensorsFile read_safetensors(const std::filesystem::path& path);
 
+/// The metadata of the file at `path`, reading only its header: the header is checked as
+/// read_safetensors checks it, the tensors' offsets included against the file's size (so a
+/// truncated file is an error here too), but no tensor bytes are read. Throws std::runtime_error
+/// naming the path.
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& path);
+
 /// "F32", "F16", "BF16" or "U8": the format's name for `dtype`.
 std::string_view safetensors_dtype_name(DType dtype);
 

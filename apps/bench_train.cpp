@@ -1,0 +1,283 @@
+// `stoke bench train`: the share of the training step's speed that the whole pipeline delivers.
+// Two measurements of the same model, trainer and device, alternated --repeats times: the compute
+// bound (train steps on a synthetic batch already on the device, no input at all) and the
+// pipeline (source -> read -> decode + augment -> batch -> train step on real files, the
+// scheduler on, as `stoke train` runs it). Each counts images over --seconds after the same
+// --warmup batches; the ratio of their medians is stoke's headline figure.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <stdexcept>
+#include <stoke/gpu/nn/models.hpp>
+#include <stoke/gpu/nn/trainer.hpp>
+#include <string>
+#include <vector>
+
+// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include "cli.hpp"
+#pragma GCC diagnostic pop
+#include "commands.hpp"
+#include "input_pipeline.hpp"
+#include "json.hpp"
+#include "median.hpp"
+#include "synthetic_steps.hpp"
+#include "training.hpp"
+
+namespace stoke::app {
+namespace {
+
+namespace fs = std::filesystem;
+namespace nn = gpu::nn;
+namespace po = boost::program_options;
+
+struct Config {
+  std::string data;  // empty: the built-in shapes dataset
+  std::string model = "small_cnn";
+  int batch = 64;
+  int size = 0;  // 0: default_image_size(model)
+  std::string precision = "fp32";
+  std::string device = "auto";
+  int threads = 0;
+  std::string autotune = "on";
+  double seconds = 10;
+  int warmup = 10;
+  int repeats = 1;
+  std::uint64_t seed = 0;
+  bool json = false;
+};
+
+// One round: the compute bound, then the pipeline.
+struct Round {
+  double compute = 0;   // images/s
+  double pipeline = 0;  // images/s
+  double compute_busy = 0;
+  std::string bottleneck;
+  double ratio() const { return compute > 0 ? pipeline / compute : 0; }
+};
+
+// The middle round by pipeline images/s (the upper one of the two middle ones for an even count):
+// its busy share and bottleneck are the ones reported.
+const Round& middle_round(const std::vector<Round>& rounds) {
+  std::vector<std::size_t> order(rounds.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return rounds[a].pipeline < rounds[b].pipeline; });
+  return rounds[order[order.size() / 2]];
+}
+
+std::vector<double> pick(const std::vector<Round>& rounds, double (*field)(const Round&)) {
+  std::vector<double> out;
+  for (const Round& r : rounds) out.push_back(field(r));
+  return out;
+}
+
+// " (median of 3: 801.2, 812.0, 830.5)"; nothing for one value.
+std::string median_of(const std::vector<double>& values) {
+  if (values.size() < 2) return "";
+  std::string out = " (median of " + std::to_string(values.size()) + ": ";
+  char buffer[32];
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::snprintf(buffer, sizeof buffer, "%s%.1f", i == 0 ? "" : ", ", values[i]);
+    out += buffer;
+  }
+  return out + ")";
+}
+
+}  // namespace
+
+int bench_train(int argc, char** argv) {
+  Config c;
+  CommandOptions cli("bench train",
+                     "Measures how much of the training step's speed the whole pipeline delivers. Two measurements\n"
+                     "of the same model on the same device, alternated --repeats times:\n"
+                     "  compute bound  train steps (forward, loss, backward, SGD) on a synthetic batch already on\n"
+                     "                 the device: no input pipeline at all;\n"
+                     "  pipeline       source -> read -> decode + augment -> batch -> train step on the files of\n"
+                     "                 --data, the scheduler on, as `stoke train` runs it.\n"
+                     "Each runs --warmup batches uncounted, then counts images for --seconds. Prints the medians'\n"
+                     "images/s and their ratio, pipeline / compute bound: the share of the compute bound the\n"
+                     "pipeline delivers (1.0: the input costs the step nothing), and the stage that limits it.\n"
+                     "On the CPU device both measurements use the same cores: in the pipeline run the input\n"
+                     "threads (read, decode, augment) take CPU time from the training step, which the ratio shows.\n"
+                     "With no --data: the built-in shapes dataset (written once to $STOKE_CACHE or ~/.cache/stoke).\n\n"
+                     "  stoke bench train --device cpu --repeats 3\n"
+                     "  stoke bench train --data imagenet/train --model resnet50 --batch 256 --precision bf16 --json");
+  std::string models;
+  for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
+  cli.add()("data", po::value(&c.data),
+            "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
+      "model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
+      "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
+      "size", po::value(&c.size)->default_value(c.size),
+      "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
+      "precision", po::value(&c.precision)->default_value(c.precision), "fp32, or bf16 / fp16 mixed precision (CUDA)")(
+      "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N")(
+      "threads", po::value(&c.threads)->default_value(c.threads), "input threads (0: the scheduler's choice)")(
+      "autotune", po::value(&c.autotune)->default_value(c.autotune), "on or off: the scheduler moves input threads")(
+      "seconds", po::value(&c.seconds)->default_value(c.seconds), "counted seconds of each measurement")(
+      "warmup", po::value(&c.warmup)->default_value(c.warmup), "batches first in each measurement, not counted")(
+      "repeats", po::value(&c.repeats)->default_value(c.repeats), "rounds (compute bound, pipeline); medians shown")(
+      "seed", po::value(&c.seed)->default_value(c.seed), "shuffling, augmentation, initial weights")(
+      "json", po::bool_switch(&c.json), "one JSON object on stdout instead of the text");
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  if (c.batch < 1 || c.size < 0 || (c.size > 0 && c.size < 8) || c.threads < 0 || c.warmup < 0) {
+    return cli.usage_error(
+        "--batch must be at least 1, --size 0 (the model's) or at least 8, --threads and --warmup >= 0");
+  }
+  if (!(c.seconds > 0) || !std::isfinite(c.seconds)) {
+    return cli.usage_error("--seconds must be more than 0 (got " + std::to_string(c.seconds) + ")");
+  }
+  if (c.repeats < 1 || c.repeats > 100) return cli.usage_error("--repeats must be in 1..100");
+  if (c.autotune != "on" && c.autotune != "off") {
+    return cli.usage_error("--autotune must be on or off (got '" + c.autotune + "')");
+  }
+  gpu::DType dtype{};
+  try {
+    dtype = compute_dtype(c.precision);
+  } catch (const std::invalid_argument& e) {
+    return cli.usage_error(e.what());
+  }
+  if (c.device == "cpu" && dtype != gpu::DType::f32) {  // before anything is logged or loaded
+    return cli.usage_error("--precision " + c.precision + " needs a CUDA device; the CPU computes in fp32 only");
+  }
+
+  // ---- data
+  const fs::path data = c.data.empty() ? builtin_dataset(c.json) / "train" : fs::path(c.data);
+  const nodes::DatasetPtr dataset = open_dataset(data);
+  if (dataset->size() < static_cast<std::size_t>(c.batch)) {
+    throw std::runtime_error(data.string() + " has " + std::to_string(dataset->size()) +
+                             " images, fewer than one batch of " + std::to_string(c.batch) + " (lower --batch)");
+  }
+  // A one-class folder still measures the pipeline; the classifier gets two outputs at least.
+  const int classes = std::max<int>(2, static_cast<int>(dataset->classes().size()));
+  const int size = c.size > 0 ? c.size : default_image_size(c.model);
+
+  // ---- compute: one model and trainer for both measurements, `stoke train`'s defaults
+  const Compute compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  nn::Backend& backend = *compute.backend;
+  if (!backend.supports(dtype, gpu::TensorLayout::nchw)) {
+    return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend.describe() +
+                           " computes in fp32 only");
+  }
+  auto model = nn::make_model(c.model, {.classes = classes, .seed = c.seed});
+  model->to(compute.device, backend.stream());
+  nn::Trainer trainer(*model, backend,
+                      {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f, .nesterov = true},
+                       .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f},
+                       .label_smoothing = 0.05f,
+                       .seed = c.seed,
+                       .compute = dtype});
+  // f32 NCHW images, as to_tensors hands the pipeline's batches to the step: both measurements
+  // then run the same step, the cast to the compute dtype included.
+  const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes);
+
+  InputConfig input;
+  input.batch_size = static_cast<std::size_t>(c.batch);
+  input.size = size;
+  input.transforms = default_train_transforms(size, c.data.empty());
+  input.threads = c.threads;
+  input.autotune = c.autotune == "on";
+  input.tuning.target = "train";
+  input.drop_last = true;
+  if (!c.json) {
+    std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s on %s; %zu images in %s\n",
+                 c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), c.batch, size, size,
+                 c.precision.c_str(), backend.describe().c_str(), dataset->size(), data.c_str());
+  }
+
+  std::vector<Round> rounds;
+  for (int r = 0; r < c.repeats; ++r) {
+    Round round;
+    std::fprintf(stderr, "bench train: round %d of %d: compute bound for %.3g s ...", r + 1, c.repeats, c.seconds);
+    std::fflush(stderr);
+    const StepTiming steps = time_train_steps(trainer, backend, synthetic,
+                                              {.warmup = c.warmup, .seconds = c.seconds, .read_loss_every_step = true});
+    round.compute = steps.images_per_sec();
+    std::fprintf(stderr, " %.1f images/s; pipeline ...", round.compute);
+    std::fflush(stderr);
+
+    // The data repeats until the time is up, but not forever: the pipeline cannot outrun the
+    // compute bound, so twice the images the compute bound would take is enough, and a dataset
+    // whose every file fails to decode ends instead of spinning.
+    const double enough = 2 * round.compute * c.seconds + static_cast<double>(c.warmup + 2) * c.batch;
+    input.epochs =
+        static_cast<std::uint32_t>(std::min(1e6, std::ceil(enough / static_cast<double>(dataset->size())) + 1));
+    input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(r);
+    const EpochTotals totals =
+        run_epoch(dataset, input, "train", backend,
+                  [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; }, {},
+                  {.warmup_batches = c.warmup, .seconds = c.seconds});
+    if (totals.images == 0 || totals.seconds <= 0) {
+      std::string why = std::to_string(totals.skipped) + " items skipped";
+      if (!totals.skipped_files.empty())
+        why += "; the first: " + totals.skipped_files[0].file + ": " + totals.skipped_files[0].reason;
+      throw std::runtime_error("the pipeline delivered no batches after the " + std::to_string(c.warmup) +
+                               " warmup ones from " + data.string() + " (" + why + ")");
+    }
+    round.pipeline = static_cast<double>(totals.images) / totals.seconds;
+    round.compute_busy = totals.compute_busy;
+    round.bottleneck = totals.bottleneck;
+    std::fprintf(stderr, " %.1f images/s (train busy %.0f%%, limited by %s): ratio %.3f\n", round.pipeline,
+                 100 * round.compute_busy, round.bottleneck.c_str(), round.ratio());
+    rounds.push_back(round);
+  }
+
+  const std::vector<double> compute_rates = pick(rounds, [](const Round& r) { return r.compute; });
+  const std::vector<double> pipeline_rates = pick(rounds, [](const Round& r) { return r.pipeline; });
+  const double compute_bound = median(compute_rates);
+  const double pipeline = median(pipeline_rates);
+  const double ratio = compute_bound > 0 ? pipeline / compute_bound : 0;
+  const double busy = median(pick(rounds, [](const Round& r) { return r.compute_busy; }));
+  const std::string& bottleneck = middle_round(rounds).bottleneck;
+  if (c.json) {
+    Json j;
+    j.field("bench", "train");
+    j.field("model", c.model);
+    j.field("batch", c.batch);
+    j.field("size", size);
+    j.field("precision", c.precision);
+    j.field("device", compute.device.str());
+    j.field("data", data.string());
+    j.field("images", static_cast<std::uint64_t>(dataset->size()));
+    j.field("seconds", c.seconds);
+    j.field("warmup", c.warmup);
+    j.field("repeats", c.repeats);
+    j.field("compute_bound_images_per_sec", compute_bound);
+    j.field("pipeline_images_per_sec", pipeline);
+    j.field("ratio", ratio);
+    j.field("compute_busy", busy);
+    j.field("bottleneck", bottleneck);
+    j.begin_array("runs");
+    for (const Round& r : rounds) {
+      j.begin_object();
+      j.field("compute_bound_images_per_sec", r.compute);
+      j.field("pipeline_images_per_sec", r.pipeline);
+      j.field("ratio", r.ratio());
+      j.field("compute_busy", r.compute_busy);
+      j.field("bottleneck", r.bottleneck);
+      j.end_object();
+    }
+    j.end_array();
+    std::printf("%s\n", j.str().c_str());
+    return 0;
+  }
+  std::printf("compute bound (synthetic batches on the device): %.1f images/s%s\n", compute_bound,
+              median_of(compute_rates).c_str());
+  std::printf("pipeline (read -> decode + augment -> batch -> train): %.1f images/s%s, train step busy %.0f%%\n",
+              pipeline, median_of(pipeline_rates).c_str(), 100 * busy);
+  const bool step_limits = bottleneck == "train";
+  std::printf("ratio pipeline / compute bound: %.3f, limited by %s%s\n", ratio, bottleneck.c_str(),
+              step_limits && compute.device.is_cpu() ? " (the train step, slowed by the input threads on its cores)"
+              : step_limits                          ? " (the train step)"
+                                                     : " (an input stage: the train step waits for it)");
+  return 0;
+}
+
+}  // namespace stoke::app

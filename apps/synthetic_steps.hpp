@@ -1,0 +1,48 @@
+// Training steps on a synthetic batch already on the device, timed: the training step with no
+// input pipeline at all. `stoke bench nn` reports it; `stoke bench train` uses it as the compute
+// bound that the whole pipeline is measured against.
+#pragma once
+
+#include <cstdint>
+#include <stoke/gpu/dtype.hpp>
+#include <stoke/gpu/nn/backend.hpp>
+#include <stoke/gpu/nn/trainer.hpp>
+#include <vector>
+
+#include "training.hpp"
+
+namespace stoke::app {
+
+/// Random images {batch, 3, size, size} with values in [-2, 2) (like normalized ones), in `dtype`
+/// and `layout`, and labels in [0, classes), both on the backend's device. Deterministic.
+BatchTensors synthetic_batch(gpu::nn::Backend& backend, int batch, int size, int classes,
+                             gpu::DType dtype = gpu::DType::f32, gpu::TensorLayout layout = gpu::TensorLayout::nchw);
+
+/// How long time_train_steps runs. At least one of `steps` and `seconds` must be set.
+struct StepTimingOptions {
+  int warmup = 3;          ///< untimed steps first
+  std::int64_t steps = 0;  ///< timed steps (0: no limit)
+  double seconds = 0;      ///< timed steps until this much time has passed (0: no limit)
+  /// Read the loss after every step, so that a GPU finishes each step before the next is queued,
+  /// as in run_epoch's batch step; otherwise it is read after the last step only, and GPU steps
+  /// queue up. The CPU backend computes synchronously and its loss is read every step either way.
+  bool read_loss_every_step = false;
+};
+
+/// What time_train_steps measured: the timed steps only.
+struct StepTiming {
+  std::int64_t steps = 0;
+  std::int64_t images = 0;
+  double seconds = 0;           ///< from the first timed step to the last one's end (device included)
+  std::vector<double> step_ms;  ///< the host's time in each step (on a GPU without per-step reads: queueing)
+  double last_loss = 0;
+  double images_per_sec() const { return seconds > 0 ? static_cast<double>(images) / seconds : 0; }
+};
+
+/// Runs trainer.train_batch on `batch` over and over: options.warmup untimed steps, then timed
+/// ones until options.steps or options.seconds is reached. Throws std::invalid_argument when
+/// neither limit is set.
+StepTiming time_train_steps(gpu::nn::Trainer& trainer, gpu::nn::Backend& backend, const BatchTensors& batch,
+                            const StepTimingOptions& options);
+
+}  // namespace stoke::app
