@@ -318,6 +318,9 @@ int train(int argc, char** argv) {
     }
   }
   if (!c.checkpoint.empty()) fs::create_directories(c.checkpoint);
+  if (const fs::path report_folder = fs::path(c.report).parent_path(); !report_folder.empty()) {
+    fs::create_directories(report_folder);
+  }
   if (!c.json) {
     std::fprintf(stderr, "stoke train: %s (%lld parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), classes,

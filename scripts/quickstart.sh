@@ -14,7 +14,8 @@ cmake --build --preset release -j2
 stoke=build/release/apps/stoke
 # The main job: the built-in shapes dataset (written once to ~/.cache/stoke, or $STOKE_CACHE) and
 # the small CNN trained on it through the whole graph, on the GPU when there is one; over 90%
-# validation accuracy in about 3 minutes on 2 CPU cores. A checkpoint per epoch in build/train.
-"${stoke}" train --checkpoint build/train
+# validation accuracy in about 3 minutes on 2 CPU cores. A checkpoint per epoch and an HTML
+# report (scripts/check-report.sh renders it) in build/train.
+"${stoke}" train --checkpoint build/train --report build/train/report.html
 # The example of composing your own pipeline from stoke's stages.
 build/release/examples/pipeline/stoke_example_pipeline
