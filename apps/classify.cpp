@@ -2,6 +2,8 @@
 // through the same input pipeline as validation images (read -> decode + the checkpoint's eval
 // transforms -> batch), so they are seen exactly as the model was evaluated on them; an image
 // that cannot be read or decoded is reported and skipped, and the others are still classified.
+#include <oneapi/tbb/task_arena.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -122,8 +124,12 @@ int classify(int argc, char** argv) {
   std::vector<std::optional<std::vector<float>>> results(c.images.size());
   add_input(pipe, input, config).sink("classify", [&](nodes::Batch batch) {
     const BatchTensors t = to_tensors(batch, backend);
-    const nn::Tensor logits = loaded.model->forward(t.images, ctx);
-    const std::vector<float> probabilities = softmax_rows(logits.to_vector(backend.stream()), classes);
+    // Isolated, as run_epoch's step: the backend's parallel loops must not run input tasks.
+    std::vector<float> probabilities;
+    tbb::this_task_arena::isolate([&] {
+      const nn::Tensor logits = loaded.model->forward(t.images, ctx);
+      probabilities = softmax_rows(logits.to_vector(backend.stream()), classes);
+    });
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto row = probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes);
       results.at(batch.indices()[i]) = std::vector<float>(row, row + static_cast<std::ptrdiff_t>(classes));
