@@ -51,6 +51,7 @@ struct TrainConfig {
   std::string data;  // empty: the built-in shapes dataset
   std::string val;   // empty: DATA/../val when DATA ends in "train", else none
   std::string format = "auto";
+  std::string on_error = "skip";
   std::string model = "small_cnn";
   int epochs = 0;  // 0: 6 for the built-in dataset, else 10
   int batch = 64;
@@ -181,6 +182,8 @@ int train(int argc, char** argv) {
   cli.add()("data", po::value(&c.data), "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
       "format", po::value(&c.format)->default_value(c.format), "auto, folder, filelist, cifar or packed")(
+      "on-error", po::value(&c.on_error)->default_value(c.on_error),
+      "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
       "model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
       "epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
@@ -232,6 +235,9 @@ int train(int argc, char** argv) {
     if (c.data.empty() && c.format != "auto") throw std::invalid_argument("--format needs --data");
   } catch (const std::invalid_argument& e) {
     return cli.usage_error(e.what());
+  }
+  if (c.on_error != "skip" && c.on_error != "fail") {
+    return cli.usage_error("--on-error must be skip or fail (got '" + c.on_error + "')");
   }
   if (c.autotune != "on" && c.autotune != "off") {
     return cli.usage_error("--autotune must be on or off (got '" + c.autotune + "')");
@@ -336,6 +342,7 @@ int train(int argc, char** argv) {
   // already framed at their size, and a crop would cut the shape that is the label.
   train_input.transforms = c.transforms.empty() ? default_train_transforms(size, c.data.empty()) : c.transforms;
   train_input.threads = c.threads;
+  train_input.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
   train_input.autotune = c.autotune == "on";
   train_input.tuning.target = "train";
   train_input.drop_last = true;

@@ -209,6 +209,12 @@ TEST_F(TrainCli, CorruptImagesAreSkippedAndListed) {
   EXPECT_THAT(lines[1], HasSubstr("broken.jpg"));
   EXPECT_THAT(run.err, HasSubstr("broken.jpg"));
   EXPECT_THAT(bytes_of(dir_.path() / "trace.json"), HasSubstr("traceEvents"));
+  // By policy, the same file ends the run instead, naming it.
+  auto strict = base(1);
+  strict.insert(strict.end(), {"--on-error", "fail"});
+  const auto failed = run_stoke(scratch(), strict);
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_THAT(failed.err, HasSubstr("broken.jpg"));
   // The report: one self-contained page listing the skipped file (scripts/check-report.sh renders
   // it in headless Chromium).
   const std::string report = bytes_of(dir_.path() / "run.html");
