@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using stoke::test::lines_of;
+using stoke::test::plain_safetensors;
 using stoke::test::run_stoke;
 using test::TempDir;
 using ::testing::HasSubstr;
@@ -43,16 +44,6 @@ std::vector<Guess> guesses_of(const std::string& line, const std::string& file) 
     out.push_back(g);
   }
   return out;
-}
-
-// A safetensors file with one tensor and no metadata: what safetensors' save_file writes.
-std::vector<std::byte> plain_safetensors() {
-  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
-  header.resize((header.size() + 7) / 8 * 8, ' ');
-  std::vector<std::byte> bytes(8 + header.size() + 4, std::byte{0});
-  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((header.size() >> (8 * i)) & 0xff);
-  for (std::size_t i = 0; i < header.size(); ++i) bytes[8 + i] = static_cast<std::byte>(header[i]);
-  return bytes;
 }
 
 class ClassifyCli : public ::testing::Test {

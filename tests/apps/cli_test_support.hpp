@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,17 @@ inline std::string slurp(const std::filesystem::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+/// A safetensors file with one tensor and no metadata: what safetensors' save_file writes, not a
+/// checkpoint of `stoke train`.
+inline std::vector<std::byte> plain_safetensors() {
+  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.resize((header.size() + 7) / 8 * 8, ' ');
+  std::vector<std::byte> bytes(8 + header.size() + 4, std::byte{0});
+  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((header.size() >> (8 * i)) & 0xff);
+  for (std::size_t i = 0; i < header.size(); ++i) bytes[8 + i] = static_cast<std::byte>(header[i]);
+  return bytes;
 }
 
 /// The non-empty lines of a command's output.

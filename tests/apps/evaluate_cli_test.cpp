@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using stoke::test::lines_of;
+using stoke::test::plain_safetensors;
 using stoke::test::run_stoke;
 using test::TempDir;
 using ::testing::HasSubstr;
@@ -55,15 +56,6 @@ std::vector<std::vector<std::uint64_t>> matrix_at(const std::string& json, const
     if (json[at] == ',') ++at;
   }
   return rows;
-}
-
-std::vector<std::byte> plain_safetensors() {
-  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
-  header.resize((header.size() + 7) / 8 * 8, ' ');
-  std::vector<std::byte> bytes(8 + header.size() + 4, std::byte{0});
-  for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((header.size() >> (8 * i)) & 0xff);
-  for (std::size_t i = 0; i < header.size(); ++i) bytes[8 + i] = static_cast<std::byte>(header[i]);
-  return bytes;
 }
 
 // Makes a shapes dataset of `classes` classes in dir/shapes and trains one epoch on it into
