@@ -21,6 +21,7 @@
 #include "json.hpp"
 #include "median.hpp"
 #include "synthetic_steps.hpp"
+#include "training.hpp"
 
 namespace stoke::app {
 namespace {
@@ -81,10 +82,9 @@ int bench_nn(int argc, char** argv) {
     return cli.usage_error("--precision must be f32, bf16 or f16 (got '" + c.precision + "')");
   }
 
-  const gpu::Device device = gpu::select_device(c.device, &std::cerr);
-  std::unique_ptr<gpu::Stream> stream;
-  if (device.is_cuda()) stream = std::make_unique<gpu::Stream>(device);
-  auto backend = gpu::nn::make_backend(device, stream ? stream->view() : gpu::StreamView::host());
+  const Compute machine = make_compute(c.device, &std::cerr);
+  const gpu::Device device = machine.device;
+  const std::unique_ptr<gpu::nn::Backend>& backend = machine.backend;
   if (!backend->supports(compute_dtype(c), c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + (c.channels_last ? " --channels-last" : "") +
                            " needs a CUDA device; " + backend->describe() + " computes in f32 NCHW only");

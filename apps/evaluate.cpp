@@ -197,23 +197,18 @@ int evaluate(int argc, char** argv) {
   const auto step = [&](const BatchTensors& t) {
     const nn::Tensor logits = loaded.model->forward(t.images, ctx);
     StepResult r{loss.forward(logits, t.labels, ctx)};
-    const std::vector<float> scores = logits.to_vector(backend.stream());
-    const nn::Tensor labels = t.labels.device().is_cpu() ? t.labels : t.labels.to(gpu::Device::cpu(), backend.stream());
-    backend.stream().synchronize();
-    const std::int32_t* label = labels.data_as<std::int32_t>();
+    const HostScores host = to_host(logits, t.labels, backend);
     r.correct_top5 = 0;
-    for (std::int64_t i = 0; i < labels.numel(); ++i) {
-      const float* row = scores.data() + static_cast<std::size_t>(i) * classes;
-      if (label[i] < 0 || static_cast<std::size_t>(label[i]) >= classes) {
-        throw std::runtime_error(c.data + ": an image has the label " + std::to_string(label[i]) + ", outside the " +
+    for (std::size_t i = 0; i < host.labels.size(); ++i) {
+      const std::int32_t label = host.labels[i];
+      if (label < 0 || static_cast<std::size_t>(label) >= classes) {
+        throw std::runtime_error(c.data + ": an image has the label " + std::to_string(label) + ", outside the " +
                                  std::to_string(classes) + " classes of the checkpoint");
       }
-      const auto truth = static_cast<std::size_t>(label[i]);
-      const auto predicted = static_cast<std::size_t>(std::max_element(row, row + classes) - row);
-      ++confusion[truth][predicted];
-      // In the top 5 when fewer than 5 classes score strictly higher (as top_k_correct).
-      const auto higher = std::count_if(row, row + classes, [&](float v) { return v > row[truth]; });
-      if (higher < 5) ++r.correct_top5;
+      const std::span<const float> row = host.row(i);
+      const auto predicted = static_cast<std::size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      ++confusion[static_cast<std::size_t>(label)][predicted];
+      if (in_top_k(row, label, 5)) ++r.correct_top5;
     }
     return r;
   };

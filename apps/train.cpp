@@ -275,14 +275,13 @@ int train(int argc, char** argv) {
   }
 
   // ---- compute
-  const gpu::Device device = gpu::select_device(c.device, c.json ? nullptr : &std::cerr);
+  const Compute machine = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  const gpu::Device device = machine.device;
+  const std::unique_ptr<nn::Backend>& backend = machine.backend;
   if (c.deterministic && !device.is_cpu()) {
     return cli.usage_error("--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
                            "add --device cpu");
   }
-  std::unique_ptr<gpu::Stream> stream;
-  if (device.is_cuda()) stream = std::make_unique<gpu::Stream>(device);
-  auto backend = nn::make_backend(device, stream ? stream->view() : gpu::StreamView::host());
   if (!backend->supports(compute, gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend->describe() +
                            " computes in fp32 only");

@@ -237,26 +237,28 @@ gpu::DType compute_dtype(const std::string& precision) {
   throw std::invalid_argument("--precision must be fp32, bf16 or fp16 (got '" + precision + "')");
 }
 
-std::int64_t top_k_correct(const nn::Tensor& logits, const nn::Tensor& labels, int k, nn::Backend& backend) {
+HostScores to_host(const nn::Tensor& logits, const nn::Tensor& labels, nn::Backend& backend) {
   if (logits.rank() != 2 || labels.numel() != logits.dim(0)) {
-    throw std::invalid_argument("top_k_correct: logits " + logits.describe() + " do not match labels " +
-                                labels.describe());
+    throw std::invalid_argument("logits " + logits.describe() + " do not match labels " + labels.describe());
   }
-  const std::vector<float> values = logits.to_vector(backend.stream());
-  const nn::Tensor host_labels = labels.device().is_cpu() ? labels : labels.to(gpu::Device::cpu(), backend.stream());
+  HostScores out{.scores = logits.to_vector(backend.stream()),
+                 .labels = std::vector<std::int32_t>(static_cast<std::size_t>(labels.numel())),
+                 .classes = static_cast<std::size_t>(logits.dim(1))};
+  const nn::Tensor host = nn::Tensor::view_of(out.labels.data(), labels.shape(), gpu::DType::i32);
+  host.copy_from(labels, backend.stream());
   backend.stream().synchronize();
-  const std::int32_t* label = host_labels.data_as<std::int32_t>();
-  const std::int64_t rows = logits.dim(0);
-  const std::int64_t classes = logits.dim(1);
+  return out;
+}
+
+bool in_top_k(std::span<const float> row, std::int32_t label, int k) {
+  const float mine = row[static_cast<std::size_t>(label)];
+  return std::count_if(row.begin(), row.end(), [&](float v) { return v > mine; }) < k;
+}
+
+std::int64_t top_k_correct(const nn::Tensor& logits, const nn::Tensor& labels, int k, nn::Backend& backend) {
+  const HostScores host = to_host(logits, labels, backend);
   std::int64_t correct = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = values.data() + r * classes;
-    const float mine = row[label[r]];
-    // The label is in the top k when fewer than k classes score strictly higher (ties favour it,
-    // as with the top-1 count of the loss).
-    const auto higher = std::count_if(row, row + classes, [&](float v) { return v > mine; });
-    if (higher < k) ++correct;
-  }
+  for (std::size_t i = 0; i < host.labels.size(); ++i) correct += in_top_k(host.row(i), host.labels[i], k) ? 1 : 0;
   return correct;
 }
 
