@@ -386,10 +386,11 @@ int train(int argc, char** argv) {
   std::uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files;  // the first ones of the whole run
   constexpr std::size_t max_listed_skips = 100;
-  for (std::int64_t epoch = trainer.epoch(); epoch < c.epochs && !interrupted; ++epoch) {
+  const std::int64_t first_epoch = trainer.epoch();  // the loop moves trainer.epoch() on
+  for (std::int64_t epoch = first_epoch; epoch < c.epochs && !interrupted; ++epoch) {
     train_input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(epoch);
-    train_input.start = epoch == trainer.epoch() ? resume_position : 0;
-    train_input.trace_file = epoch == trainer.epoch() && !c.trace.empty() ? fs::path(c.trace) : fs::path();
+    train_input.start = epoch == first_epoch ? resume_position : 0;
+    train_input.trace_file = epoch == first_epoch && !c.trace.empty() ? fs::path(c.trace) : fs::path();
     // Where the run is in the epoch's order after the last full optimizer step: the resume point.
     const std::vector<std::uint32_t> position_of =
         positions_in(nodes::EpochOrder(train_set->size(), {.shuffle = true, .seed = train_input.seed, .rank = 0, .world = 1}));
