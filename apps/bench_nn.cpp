@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <iostream>
 #include <stoke/gpu/device.hpp>
-#include <stoke/gpu/nn/backend.hpp>
-#include <stoke/gpu/nn/models.hpp>
-#include <stoke/gpu/nn/trainer.hpp>
 #include <stoke/gpu/stream.hpp>
+#include <stoke/nn/backend.hpp>
+#include <stoke/nn/models.hpp>
+#include <stoke/nn/trainer.hpp>
 #include <string>
 
 // GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
@@ -60,7 +60,7 @@ int bench_nn(int argc, char** argv) {
                      "  stoke bench nn --model small_cnn --batch 64 --size 32 --device cpu\n"
                      "  stoke bench nn --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last");
   std::string models;
-  for (const gpu::nn::ModelInfo& info : gpu::nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
+  for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
   cli.add()("model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
       "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N (auto: cuda:0 if usable)")(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per step")(
@@ -70,8 +70,9 @@ int bench_nn(int argc, char** argv) {
       "steps", po::value(&c.steps)->default_value(c.steps), "timed steps")(
       "precision", po::value(&c.precision)->default_value(c.precision),
       "f32, or bf16 / f16 mixed precision (f32 master weights; f16 with dynamic loss scaling); CUDA only")(
-      "channels-last", po::bool_switch(&c.channels_last), "NHWC images and filters (tensor cores want them); CUDA only")(
-      "json", po::bool_switch(&c.json), "print one JSON line instead of the text");
+      "channels-last", po::bool_switch(&c.channels_last),
+      "NHWC images and filters (tensor cores want them); CUDA only")("json", po::bool_switch(&c.json),
+                                                                     "print one JSON line instead of the text");
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
   if (c.batch <= 0 || c.size < 8 || c.classes < 1) {
@@ -84,24 +85,24 @@ int bench_nn(int argc, char** argv) {
 
   const Compute machine = make_compute(c.device, &std::cerr);
   const gpu::Device device = machine.device;
-  const std::unique_ptr<gpu::nn::Backend>& backend = machine.backend;
+  const std::unique_ptr<nn::Backend>& backend = machine.backend;
   if (!backend->supports(compute_dtype(c), c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + (c.channels_last ? " --channels-last" : "") +
                            " needs a CUDA device; " + backend->describe() + " computes in f32 NCHW only");
   }
-  auto model = gpu::nn::make_model(c.model, {.classes = c.classes, .seed = 1});
+  auto model = nn::make_model(c.model, {.classes = c.classes, .seed = 1});
   model->to(device, backend->stream());
   if (c.channels_last) model->to_layout(gpu::TensorLayout::nhwc, backend->stream());
-  gpu::nn::Trainer trainer(*model, *backend,
-                           {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f},
-                            .schedule = {.kind = gpu::nn::LrScheduleKind::constant, .base_lr = 0.01f},
-                            .compute = compute_dtype(c)});
+  nn::Trainer trainer(*model, *backend,
+                      {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f},
+                       .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.01f},
+                       .compute = compute_dtype(c)});
   // The images come in the compute dtype and layout, as stoke's convert stage delivers them.
   const BatchTensors batch = synthetic_batch(*backend, c.batch, c.size, c.classes, compute_dtype(c),
                                              c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw);
   if (!c.json) {
     std::fprintf(stderr, "bench nn: %s (%lld parameters), batch %d, %dx%d, on %s\n", c.model.c_str(),
-                 static_cast<long long>(gpu::nn::parameter_count(*model)), c.batch, c.size, c.size,
+                 static_cast<long long>(nn::parameter_count(*model)), c.batch, c.size, c.size,
                  backend->describe().c_str());
   }
   const StepTiming timing = time_train_steps(trainer, *backend, batch, {.warmup = c.warmup, .steps = c.steps});
@@ -123,8 +124,8 @@ int bench_nn(int argc, char** argv) {
     std::cout << j.str() << "\n";
   } else {
     std::printf("%s training (%s%s), batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
-                c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size,
-                c.size, device.str().c_str(), images_per_sec, median(timing.step_ms), last_loss);
+                c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size, c.size,
+                device.str().c_str(), images_per_sec, median(timing.step_ms), last_loss);
   }
   return 0;
 }

@@ -12,8 +12,8 @@
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
-#include <stoke/gpu/nn/models.hpp>
-#include <stoke/gpu/nn/trainer.hpp>
+#include <stoke/nn/models.hpp>
+#include <stoke/nn/trainer.hpp>
 #include <string>
 #include <vector>
 
@@ -33,7 +33,6 @@ namespace stoke::app {
 namespace {
 
 namespace fs = std::filesystem;
-namespace nn = gpu::nn;
 namespace po = boost::program_options;
 
 struct Config {
@@ -270,14 +269,16 @@ int bench_train(int argc, char** argv) {
   }
   std::printf("compute bound (synthetic batches on the device): %.1f images/s%s\n", compute_bound,
               median_of(compute_rates).c_str());
-  std::printf("pipeline (read -> decode + augment -> batch -> to-device -> train): %.1f images/s%s, "
-              "train step busy %.0f%%\n",
-              pipeline, median_of(pipeline_rates).c_str(), 100 * busy);
+  std::printf(
+      "pipeline (read -> decode + augment -> batch -> to-device -> train): %.1f images/s%s, "
+      "train step busy %.0f%%\n",
+      pipeline, median_of(pipeline_rates).c_str(), 100 * busy);
   const bool step_limits = bottleneck == "train";
   std::printf("ratio pipeline / compute bound: %.3f, limited by %s%s\n", ratio, bottleneck.c_str(),
-              step_limits && compute.device.is_cpu() ? " (the train step, which shares its cores with the input threads)"
-              : step_limits                          ? " (the train step)"
-                                                     : " (an input stage: the train step waits for it)");
+              step_limits && compute.device.is_cpu()
+                  ? " (the train step, which shares its cores with the input threads)"
+              : step_limits ? " (the train step)"
+                            : " (an input stage: the train step waits for it)");
   return 0;
 }
 

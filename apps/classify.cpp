@@ -12,8 +12,8 @@
 #include <iostream>
 #include <numeric>
 #include <optional>
-#include <stoke/gpu/nn/layer.hpp>
 #include <stoke/graph/pipeline.hpp>
+#include <stoke/nn/layer.hpp>
 #include <stoke/nodes/sample.hpp>
 #include <string>
 #include <utility>
@@ -32,7 +32,6 @@
 namespace stoke::app {
 namespace {
 
-namespace nn = gpu::nn;
 namespace po = boost::program_options;
 
 struct ClassifyConfig {

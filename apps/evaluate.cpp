@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
-#include <stoke/gpu/nn/layer.hpp>
-#include <stoke/gpu/nn/loss.hpp>
+#include <stoke/nn/layer.hpp>
+#include <stoke/nn/loss.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,7 +27,6 @@
 namespace stoke::app {
 namespace {
 
-namespace nn = gpu::nn;
 namespace po = boost::program_options;
 
 struct EvaluateConfig {

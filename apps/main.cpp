@@ -2,9 +2,8 @@
 #include <array>
 #include <exception>
 #include <iostream>
+#include <stoke/nn/blas.hpp>
 #include <string_view>
-
-#include <stoke/gpu/nn/blas.hpp>
 
 #include "cli.hpp"
 #include "commands.hpp"
@@ -34,7 +33,7 @@ constexpr std::string_view summary =
 
 int main(int argc, char** argv) {
   // Before anything loads work onto OpenBLAS: it may need to load again with faster kernels.
-  stoke::gpu::nn::use_fastest_blas_kernels(argv);
+  stoke::nn::use_fastest_blas_kernels(argv);
   try {
     if (argc == 2 && std::string_view(argv[1]) == "--version") {
       std::cout << "stoke " << stoke::app::version << '\n';

@@ -6,7 +6,6 @@
 
 namespace stoke::app {
 
-namespace nn = gpu::nn;
 using Clock = std::chrono::steady_clock;
 
 BatchTensors synthetic_batch(nn::Backend& backend, int batch, int size, int classes, gpu::DType dtype,

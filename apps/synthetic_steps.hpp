@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <stoke/gpu/dtype.hpp>
-#include <stoke/gpu/nn/backend.hpp>
-#include <stoke/gpu/nn/trainer.hpp>
+#include <stoke/nn/backend.hpp>
+#include <stoke/nn/trainer.hpp>
 #include <vector>
 
 #include "training.hpp"
@@ -15,8 +15,8 @@ namespace stoke::app {
 
 /// Random images {batch, 3, size, size} with values in [-2, 2) (like normalized ones), in `dtype`
 /// and `layout`, and labels in [0, classes), both on the backend's device. Deterministic.
-BatchTensors synthetic_batch(gpu::nn::Backend& backend, int batch, int size, int classes,
-                             gpu::DType dtype = gpu::DType::f32, gpu::TensorLayout layout = gpu::TensorLayout::nchw);
+BatchTensors synthetic_batch(nn::Backend& backend, int batch, int size, int classes, gpu::DType dtype = gpu::DType::f32,
+                             gpu::TensorLayout layout = gpu::TensorLayout::nchw);
 
 /// How long time_train_steps runs. At least one of `steps` and `seconds` must be set.
 struct StepTimingOptions {
@@ -42,7 +42,7 @@ struct StepTiming {
 /// Runs trainer.train_batch on `batch` over and over: options.warmup untimed steps, then timed
 /// ones until options.steps or options.seconds is reached. Throws std::invalid_argument when
 /// neither limit is set.
-StepTiming time_train_steps(gpu::nn::Trainer& trainer, gpu::nn::Backend& backend, const BatchTensors& batch,
+StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const BatchTensors& batch,
                             const StepTimingOptions& options);
 
 }  // namespace stoke::app

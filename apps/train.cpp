@@ -17,12 +17,12 @@
 #include <memory>
 #include <optional>
 #include <stoke/gpu/device.hpp>
-#include <stoke/gpu/nn/backend.hpp>
-#include <stoke/gpu/nn/models.hpp>
-#include <stoke/gpu/nn/trainer.hpp>
-#include <stoke/gpu/stream.hpp>
 #include <stoke/gpu/nvml_monitor.hpp>
+#include <stoke/gpu/stream.hpp>
 #include <stoke/graph/signal.hpp>
+#include <stoke/nn/backend.hpp>
+#include <stoke/nn/models.hpp>
+#include <stoke/nn/trainer.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/shapes.hpp>
 #include <string>
@@ -43,7 +43,6 @@ namespace stoke::app {
 namespace {
 
 namespace fs = std::filesystem;
-namespace nn = gpu::nn;
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;
 
@@ -98,7 +97,8 @@ std::string clock_text(double seconds) {
 
 // The epoch's progress on stderr: redrawn in place on a terminal, a line every 10 s otherwise
 // (a log file or CI).
-//   epoch 2/6 [#########-----------] 45%  22528/50000  1512 img/s  loss 0.43  lr 0.041  ETA 0:18  CPU busy 99% (limit: train)
+//   epoch 2/6 [#########-----------] 45%  22528/50000  1512 img/s  loss 0.43  lr 0.041  ETA 0:18  CPU busy 99% (limit:
+//   train)
 class ProgressLine {
  public:
   explicit ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {}
@@ -109,18 +109,20 @@ class ProgressLine {
     const auto now = Clock::now();
     if (!tty_ && now - last_line_ < std::chrono::seconds(10)) return;
     last_line_ = now;
-    const double done = epoch_images > 0 ? std::min(1.0, static_cast<double>(t.images) / static_cast<double>(epoch_images)) : 0;
+    const double done =
+        epoch_images > 0 ? std::min(1.0, static_cast<double>(t.images) / static_cast<double>(epoch_images)) : 0;
     const double rate = t.seconds > 0 ? static_cast<double>(t.images) / t.seconds : 0;
     const double eta = rate > 0 ? static_cast<double>(epoch_images - t.images) / rate : 0;
     constexpr int width = 20;
     std::string bar(width, '-');
     std::fill_n(bar.begin(), static_cast<int>(done * width), '#');
-    std::fprintf(stderr, "%sepoch %lld/%d [%s] %3.0f%%  %lld/%lld  %.0f img/s  loss %.4f  lr %.4g  ETA %s  %s busy %.0f%% (limit: %s)%s",
-                 tty_ ? "\r" : "", epoch, epochs, bar.c_str(), 100 * done, static_cast<long long>(t.images),
-                 static_cast<long long>(epoch_images), rate,
-                 t.images > 0 ? t.loss_sum / static_cast<double>(t.images) : 0.0, static_cast<double>(lr),
-                 clock_text(eta).c_str(), busy_name, 100 * busy, limit.empty() ? "-" : limit.c_str(),
-                 tty_ ? "\x1b[K" : "\n");
+    std::fprintf(
+        stderr,
+        "%sepoch %lld/%d [%s] %3.0f%%  %lld/%lld  %.0f img/s  loss %.4f  lr %.4g  ETA %s  %s busy %.0f%% (limit: %s)%s",
+        tty_ ? "\r" : "", epoch, epochs, bar.c_str(), 100 * done, static_cast<long long>(t.images),
+        static_cast<long long>(epoch_images), rate, t.images > 0 ? t.loss_sum / static_cast<double>(t.images) : 0.0,
+        static_cast<double>(lr), clock_text(eta).c_str(), busy_name, 100 * busy, limit.empty() ? "-" : limit.c_str(),
+        tty_ ? "\x1b[K" : "\n");
     std::fflush(stderr);
     drawn_ = tty_;
   }
@@ -179,18 +181,22 @@ int train(int argc, char** argv) {
                      "  stoke train --config runs/r50.conf             # the same, options in a file");
   std::string models;
   for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
-  cli.add()("data", po::value(&c.data), "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
+  cli.add()("data", po::value(&c.data),
+            "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
       "format", po::value(&c.format)->default_value(c.format), "auto, folder, filelist, cifar or packed")(
       "on-error", po::value(&c.on_error)->default_value(c.on_error),
       "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
       "model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
-      "epochs", po::value(&c.epochs)->default_value(c.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
+      "epochs", po::value(&c.epochs)->default_value(c.epochs),
+      "passes over the training data (0: 6 for the built-in dataset, else 10)")(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
-      "size", po::value(&c.size)->default_value(c.size), "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
-      "lr", po::value(&c.lr)->default_value(c.lr), "learning rate after the warmup")(
-      "schedule", po::value(&c.schedule)->default_value(c.schedule), "cosine, step (x0.1 every 30% of the run) or constant")(
-      "warmup", po::value(&c.warmup)->default_value(c.warmup), "epochs of linear warmup")(
+      "size", po::value(&c.size)->default_value(c.size),
+      "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")("lr", po::value(&c.lr)->default_value(c.lr),
+                                                                        "learning rate after the warmup")(
+      "schedule", po::value(&c.schedule)->default_value(c.schedule),
+      "cosine, step (x0.1 every 30% of the run) or constant")("warmup", po::value(&c.warmup)->default_value(c.warmup),
+                                                              "epochs of linear warmup")(
       "momentum", po::value(&c.momentum)->default_value(c.momentum), "SGD momentum (Nesterov)")(
       "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay), "on weights, not biases or BN")(
       "label-smoothing", po::value(&c.label_smoothing)->default_value(c.label_smoothing), "in [0, 1)")(
@@ -204,8 +210,8 @@ int train(int argc, char** argv) {
       "transform", po::value(&c.transforms)->composing(),
       "a training transform spec, repeatable, in order (default: random_resized_crop size=S scale=0.35:1,\n"
       "random_horizontal_flip, normalize; for the built-in dataset no crop); `stoke bench pipeline\n"
-      "--list-transforms` lists them")(
-      "plugin", po::value(&c.plugins)->composing(), "a shared library of extra transforms (see examples/plugin), repeatable")(
+      "--list-transforms` lists them")("plugin", po::value(&c.plugins)->composing(),
+                                       "a shared library of extra transforms (see examples/plugin), repeatable")(
       "seed", po::value(&c.seed)->default_value(c.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
       "bit-identical weights for a seed whatever --threads (the CPU device always is; CUDA is refused)")(
@@ -213,8 +219,8 @@ int train(int argc, char** argv) {
       "report", po::value(&c.report),
       "write an HTML page of the run (self-contained): throughput and busy % over time, per-stage\n"
       "busy/starved/blocked, the scheduler's moves, loss and accuracy per epoch, skipped files;\n"
-      "rewritten after every epoch")(
-      "config", po::value(&c.config), "read options from this file too: 'key = value' lines (the command line wins)")(
+      "rewritten after every epoch")("config", po::value(&c.config),
+                                     "read options from this file too: 'key = value' lines (the command line wins)")(
       "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout");
   cli.config_file_option("config");
   po::variables_map values;
@@ -255,7 +261,8 @@ int train(int argc, char** argv) {
     const fs::path root = builtin_dataset(c.json);
     train_path = root / "train";
     if (val_path.empty()) val_path = root / "val";
-  } else if (val_path.empty() && train_path.filename() == "train" && fs::is_directory(train_path.parent_path() / "val")) {
+  } else if (val_path.empty() && train_path.filename() == "train" &&
+             fs::is_directory(train_path.parent_path() / "val")) {
     val_path = train_path.parent_path() / "val";
   }
   const nodes::DatasetPtr train_set = open_dataset(train_path, c.format);
@@ -279,8 +286,9 @@ int train(int argc, char** argv) {
   const gpu::Device device = machine.device;
   const std::unique_ptr<nn::Backend>& backend = machine.backend;
   if (c.deterministic && !device.is_cpu()) {
-    return cli.usage_error("--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
-                           "add --device cpu");
+    return cli.usage_error(
+        "--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
+        "add --device cpu");
   }
   if (!backend->supports(compute, gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend->describe() +
@@ -294,7 +302,8 @@ int train(int argc, char** argv) {
   const auto batches_per_epoch = static_cast<std::int64_t>(train_set->size() / static_cast<std::size_t>(c.batch));
   const std::int64_t steps_per_epoch = std::max<std::int64_t>(1, batches_per_epoch / c.accumulate);
   const std::int64_t total_steps = steps_per_epoch * c.epochs;
-  const auto warmup_steps = std::min<std::int64_t>(static_cast<std::int64_t>(c.warmup * static_cast<double>(steps_per_epoch)), total_steps - 1);
+  const auto warmup_steps = std::min<std::int64_t>(
+      static_cast<std::int64_t>(c.warmup * static_cast<double>(steps_per_epoch)), total_steps - 1);
   nn::Trainer trainer(*model, *backend,
                       {.sgd = {.momentum = c.momentum, .weight_decay = c.weight_decay, .nesterov = c.momentum > 0},
                        .schedule = {.kind = schedule_kind,
@@ -327,7 +336,8 @@ int train(int argc, char** argv) {
     fs::create_directories(report_folder);
   }
   if (!c.json) {
-    std::fprintf(stderr, "stoke train: %s (%lld parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
+    std::fprintf(stderr,
+                 "stoke train: %s (%lld parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), classes,
                  backend->describe().c_str(), train_set->size(),
                  val_set ? (", " + std::to_string(val_set->size()) + " validation").c_str() : "", size, size, c.batch);
@@ -367,7 +377,8 @@ int train(int argc, char** argv) {
       {"device", backend->describe()},
       {"precision", c.precision},
       {"epochs", std::to_string(c.epochs)},
-      {"batch", std::to_string(c.batch) + (c.accumulate > 1 ? " x " + std::to_string(c.accumulate) + " accumulated" : "")},
+      {"batch",
+       std::to_string(c.batch) + (c.accumulate > 1 ? " x " + std::to_string(c.accumulate) + " accumulated" : "")},
       {"image size", std::to_string(size)},
       {"learning rate", number_text(c.lr) + ", " + c.schedule + ", warmup " + number_text(c.warmup) + " epochs"},
       {"input threads", c.threads > 0 ? std::to_string(c.threads) : "the scheduler's choice"},
@@ -392,8 +403,8 @@ int train(int argc, char** argv) {
     train_input.start = epoch == first_epoch ? resume_position : 0;
     train_input.trace_file = epoch == first_epoch && !c.trace.empty() ? fs::path(c.trace) : fs::path();
     // Where the run is in the epoch's order after the last full optimizer step: the resume point.
-    const std::vector<std::uint32_t> position_of =
-        positions_in(nodes::EpochOrder(train_set->size(), {.shuffle = true, .seed = train_input.seed, .rank = 0, .world = 1}));
+    const std::vector<std::uint32_t> position_of = positions_in(
+        nodes::EpochOrder(train_set->size(), {.shuffle = true, .seed = train_input.seed, .rank = 0, .world = 1}));
     std::size_t position = train_input.start;
     const std::int64_t epoch_images =
         static_cast<std::int64_t>((train_set->size() - std::min(train_set->size(), train_input.start)) /
@@ -449,14 +460,16 @@ int train(int argc, char** argv) {
       last_checkpoint = last.string();
     }
 
-    const double train_loss = train_totals.images > 0 ? train_totals.loss_sum / static_cast<double>(train_totals.images) : 0;
+    const double train_loss =
+        train_totals.images > 0 ? train_totals.loss_sum / static_cast<double>(train_totals.images) : 0;
     const bool validated = val_totals.images > 0 && !val_totals.stopped;
     if (validated) {
       val_top1 = ratio(val_totals.correct, val_totals.images);
       val_top5 = ratio(val_totals.correct_top5, val_totals.images);
       best_top1 = std::max(best_top1, val_top1);
     }
-    const double images_per_sec = train_totals.seconds > 0 ? static_cast<double>(train_totals.images) / train_totals.seconds : 0;
+    const double images_per_sec =
+        train_totals.seconds > 0 ? static_cast<double>(train_totals.images) / train_totals.seconds : 0;
     images += train_totals.images;
     seconds += train_totals.seconds + val_totals.seconds;
     skipped += train_totals.skipped + val_totals.skipped;
@@ -500,7 +513,8 @@ int train(int argc, char** argv) {
       if (validated) std::snprintf(val_text, sizeof val_text, "%.3f (top-5 %.3f)", val_top1, val_top5);
       std::printf("epoch %lld/%d: train loss %.4f, val top-1 %s, %.0f images/s, %s busy %.0f%% (limited by %s)%s\n",
                   static_cast<long long>(epoch + 1), c.epochs, train_loss, val_text, images_per_sec, busy_name,
-                  100 * train_totals.compute_busy, train_totals.bottleneck.empty() ? "-" : train_totals.bottleneck.c_str(),
+                  100 * train_totals.compute_busy,
+                  train_totals.bottleneck.empty() ? "-" : train_totals.bottleneck.c_str(),
                   interrupted ? " (interrupted)" : "");
     }
     std::fflush(stdout);
@@ -531,9 +545,10 @@ int train(int argc, char** argv) {
     std::printf("%s\n", j.str().c_str());
   }
   if (skipped > 0) {
-    std::fprintf(stderr, "stoke train: %llu image%s skipped (unreadable or corrupt)%s\n",
-                 static_cast<unsigned long long>(skipped), skipped == 1 ? "" : "s",
-                 skipped > skipped_files.size() ? (", the first " + std::to_string(skipped_files.size()) + ":").c_str() : ":");
+    std::fprintf(
+        stderr, "stoke train: %llu image%s skipped (unreadable or corrupt)%s\n",
+        static_cast<unsigned long long>(skipped), skipped == 1 ? "" : "s",
+        skipped > skipped_files.size() ? (", the first " + std::to_string(skipped_files.size()) + ":").c_str() : ":");
     for (const SkippedFile& f : skipped_files) std::fprintf(stderr, "  %s: %s\n", f.file.c_str(), f.reason.c_str());
   }
   if (interrupted) {

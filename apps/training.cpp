@@ -11,17 +11,16 @@
 #include <sstream>
 #include <stdexcept>
 #include <stoke/gpu/event.hpp>
-#include <stoke/gpu/nn/checkpoint.hpp>
-#include <stoke/gpu/nn/models.hpp>
 #include <stoke/gpu/pinned_allocator.hpp>
 #include <stoke/gpu/to_device.hpp>
 #include <stoke/graph/signal.hpp>
+#include <stoke/nn/checkpoint.hpp>
+#include <stoke/nn/models.hpp>
 #include <stoke/nodes/shapes.hpp>
 
 namespace stoke::app {
 
 namespace fs = std::filesystem;
-namespace nn = gpu::nn;
 using Clock = std::chrono::steady_clock;
 
 fs::path cache_folder() {
@@ -76,10 +75,11 @@ BatchTensors to_tensors(const gpu::DeviceBatch& batch, nn::Backend& backend) {
     throw std::invalid_argument("the model takes normalized float images: end the transforms with normalize");
   }
   const auto n = static_cast<std::int64_t>(batch.size());
-  nn::Tensor images = nn::Tensor::view_of(pixels.data, {n, pixels.c, pixels.h, pixels.w}, gpu::DType::f32, batch.device());
+  nn::Tensor images =
+      nn::Tensor::view_of(pixels.data, {n, pixels.c, pixels.h, pixels.w}, gpu::DType::f32, batch.device());
   // The labels are only read; the view's pointer is not const because a Tensor may be written.
-  nn::Tensor labels = nn::Tensor::view_of(const_cast<std::int32_t*>(batch.device_labels()), {n}, gpu::DType::i32,
-                                          batch.device());
+  nn::Tensor labels =
+      nn::Tensor::view_of(const_cast<std::int32_t*>(batch.device_labels()), {n}, gpu::DType::i32, batch.device());
   // The copy was enqueued on the to-device stage's stream: the compute stream waits for its event.
   if (const gpu::Event* ready = batch.ready()) backend.stream().wait(*ready);
   return {images, labels, batch.indices()};
@@ -220,9 +220,7 @@ Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string
   return limit;
 }
 
-int default_image_size(const std::string& model) {
-  return model == "small_cnn" || model == "mobilenet" ? 32 : 224;
-}
+int default_image_size(const std::string& model) { return model == "small_cnn" || model == "mobilenet" ? 32 : 224; }
 
 std::vector<std::string> default_train_transforms(int size, bool builtin) {
   const std::string side = std::to_string(size);

@@ -13,12 +13,12 @@
 #include <stoke/gpu/device.hpp>
 #include <stoke/gpu/device_batch.hpp>
 #include <stoke/gpu/dtype.hpp>
-#include <stoke/gpu/nn/backend.hpp>
-#include <stoke/gpu/nn/layer.hpp>
-#include <stoke/gpu/nn/loss.hpp>
-#include <stoke/gpu/nn/tensor.hpp>
 #include <stoke/gpu/stream.hpp>
 #include <stoke/graph/pipeline.hpp>
+#include <stoke/nn/backend.hpp>
+#include <stoke/nn/layer.hpp>
+#include <stoke/nn/loss.hpp>
+#include <stoke/nn/tensor.hpp>
 #include <stoke/nodes/batch.hpp>
 #include <stoke/nodes/dataset.hpp>
 #include <string>
@@ -39,15 +39,15 @@ std::filesystem::path builtin_dataset(bool quiet);
 /// A batch's images {n, 3, size, size} f32 and labels {n} i32 on the backend's device: views of
 /// the batch's memory (the host batch on the CPU, its device slot on a GPU), valid while it lives.
 struct BatchTensors {
-  gpu::nn::Tensor images;
-  gpu::nn::Tensor labels;
+  nn::Tensor images;
+  nn::Tensor labels;
   std::span<const std::uint64_t> indices;  ///< the items' dataset indices (host memory)
 };
 /// A host batch outside a pipeline (classify): views on the CPU; on a GPU, copies finished
 /// before the call returns.
-BatchTensors to_tensors(nodes::Batch& batch, gpu::nn::Backend& backend);
+BatchTensors to_tensors(nodes::Batch& batch, nn::Backend& backend);
 /// Views of `batch`; on a GPU the backend's stream is made to wait for the batch's copy first.
-BatchTensors to_tensors(const gpu::DeviceBatch& batch, gpu::nn::Backend& backend);
+BatchTensors to_tensors(const gpu::DeviceBatch& batch, nn::Backend& backend);
 
 /// What one pass over a dataset measured.
 struct EpochTotals {
@@ -68,7 +68,7 @@ struct EpochTotals {
 /// What a batch step gives back: the loss and correct count, and optionally the top-5 count
 /// (-1: not computed).
 struct StepResult {
-  gpu::nn::LossResult loss;
+  nn::LossResult loss;
   std::int64_t correct_top5 = -1;
 };
 
@@ -99,7 +99,7 @@ struct MeasureWindow {
 /// bottleneck -- are the window's; `report` stays the whole run's, and a window ended by its time
 /// does not set `stopped`. With config.epochs == 0 the data repeats until the time is up.
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      gpu::nn::Backend& backend, const BatchStep& step, const EpochProgress& progress = {},
+                      nn::Backend& backend, const BatchStep& step, const EpochProgress& progress = {},
                       const MeasureWindow& window = {});
 
 /// Where a pipeline feeding a compute stage stands: that stage's busy time over `seconds`, and the
@@ -131,7 +131,7 @@ struct HostScores {
   std::span<const float> row(std::size_t i) const { return {scores.data() + i * classes, classes}; }
 };
 /// Copies them (any device, f32/bf16/f16 logits); waits for the backend's stream.
-HostScores to_host(const gpu::nn::Tensor& logits, const gpu::nn::Tensor& labels, gpu::nn::Backend& backend);
+HostScores to_host(const nn::Tensor& logits, const nn::Tensor& labels, nn::Backend& backend);
 
 /// Whether `label` is among the k largest of `row`: fewer than k classes score strictly higher
 /// (ties favour the label, as with the loss's top-1 count).
@@ -139,8 +139,7 @@ bool in_top_k(std::span<const float> row, std::int32_t label, int k);
 
 /// How many of the rows of `logits` {N, classes} (any device, f32/bf16/f16) have their label among
 /// the k largest logits. Waits for the backend's stream.
-std::int64_t top_k_correct(const gpu::nn::Tensor& logits, const gpu::nn::Tensor& labels, int k,
-                           gpu::nn::Backend& backend);
+std::int64_t top_k_correct(const nn::Tensor& logits, const nn::Tensor& labels, int k, nn::Backend& backend);
 
 /// Checkpoint metadata for inference (Trainer::set_metadata): the model's name, its image size,
 /// the class names and the evaluation transforms.
@@ -158,7 +157,7 @@ ModelCard model_card_from(const std::map<std::string, std::string>& metadata, co
 struct Compute {
   gpu::Device device = gpu::Device::cpu();
   std::unique_ptr<gpu::Stream> stream;  ///< null on the CPU; outlives the backend
-  std::unique_ptr<gpu::nn::Backend> backend;
+  std::unique_ptr<nn::Backend> backend;
 };
 /// The device `spec` names ("auto", "cpu", "cuda:N"; see gpu::select_device, which logs the choice
 /// to `log` when not null) and a backend on it.
@@ -168,12 +167,12 @@ Compute make_compute(const std::string& spec, std::ostream* log);
 /// the checkpoint's weights on the backend's device.
 struct InferenceModel {
   ModelCard card;
-  std::unique_ptr<gpu::nn::Sequential> model;
+  std::unique_ptr<nn::Sequential> model;
 };
 /// Reads the card from the checkpoint's header, builds the model it names with its classes on
 /// `backend`'s device and loads the weights. Throws std::runtime_error naming the file when it
 /// cannot be read, is not a (complete) safetensors file, has no card (not written by `stoke
 /// train`), or its weights do not fit the model the card names.
-InferenceModel load_for_inference(const std::filesystem::path& checkpoint, gpu::nn::Backend& backend);
+InferenceModel load_for_inference(const std::filesystem::path& checkpoint, nn::Backend& backend);
 
 }  // namespace stoke::app

@@ -1,5 +1,5 @@
 # FindStokeOpenBLAS: OpenBLAS (its CBLAS interface: cblas.h and the library) as the imported
-# target StokeOpenBLAS::openblas. gpu/nn's CPU kernels call cblas_sgemm and
+# target StokeOpenBLAS::openblas. nn's CPU kernels call cblas_sgemm and
 # openblas_set_num_threads, so it must be OpenBLAS itself, not the reference BLAS behind
 # Debian's alternatives.
 #

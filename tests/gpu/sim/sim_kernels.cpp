@@ -10,9 +10,8 @@
 #include "convert_kernel.hpp"
 #include "cuda/cuda_internal.hpp"
 #include "fake_cudart.hpp"
-#include "nn/cuda/cuda_backend.hpp"
-#include "stoke/gpu/error.hpp"
 #include "stoke/gpu/dtype.hpp"
+#include "stoke/gpu/error.hpp"
 #include "stoke/gpu/synthetic.hpp"
 
 namespace stoke::gpu::detail {
@@ -68,13 +67,3 @@ void launch_synthetic_work(StreamView stream, std::chrono::nanoseconds duration)
 }
 
 }  // namespace stoke::gpu::detail
-
-namespace stoke::gpu::nn {
-
-// gpu/nn's CUDA backend calls the real cuDNN and cuBLAS, which the simulator does not model; its
-// sources are left out of stoke_gpu_sim and make_backend(cuda) says so.
-std::unique_ptr<Backend> make_cuda_backend(Device device, StreamView /*stream*/) {
-  throw DeviceError("make_backend(" + device.str() + "): the simulated CUDA runtime has no gpu/nn backend");
-}
-
-}  // namespace stoke::gpu::nn

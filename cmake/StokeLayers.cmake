@@ -1,0 +1,73 @@
+# stoke_check_layers(<target> FORBID <name>...)
+#
+# Fails the configure when <target> links any of the named targets or libraries, directly or
+# through what it links (its LINK_LIBRARIES and, recursively, their INTERFACE_LINK_LIBRARIES:
+# what a static library drags into every executable that links it). Aliases count as the target
+# they name; $<LINK_ONLY:x> and $<BUILD_INTERFACE:x> count as x. This is how the layering in the
+# README ("arrows point down only") is kept: e.g. stoke::nn must not reach stoke::nodes or OpenCV.
+include_guard(GLOBAL)
+
+# The names <item> resolves to: the real target name for an alias, the wrapped name for the two
+# generator expressions above, nothing for other generator expressions and link flags.
+function(_stoke_layers_unwrap item out)
+  set(result "")
+  if(item MATCHES "^\\$<(LINK_ONLY|BUILD_INTERFACE):(.*)>$")
+    set(item "${CMAKE_MATCH_2}")
+  endif()
+  if(item MATCHES "^\\$<" OR item MATCHES "^-")
+    set(${out} "" PARENT_SCOPE)
+    return()
+  endif()
+  if(TARGET "${item}")
+    get_target_property(aliased "${item}" ALIASED_TARGET)
+    if(aliased)
+      set(item "${aliased}")
+    endif()
+  endif()
+  set(${out} "${item}" PARENT_SCOPE)
+endfunction()
+
+function(stoke_check_layers target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "FORBID")
+  set(forbidden "")
+  foreach(name IN LISTS arg_FORBID)
+    _stoke_layers_unwrap("${name}" name)
+    list(APPEND forbidden "${name}")
+  endforeach()
+
+  # Breadth-first over the link graph, remembering how each name was reached for the message.
+  set(seen "${target}")
+  set(queue "${target}")
+  set(via_${target} "${target}")
+  while(queue)
+    list(POP_FRONT queue current)
+    if(NOT TARGET "${current}")
+      continue()
+    endif()
+    set(links "")
+    get_target_property(type "${current}" TYPE)
+    if(current STREQUAL target AND NOT type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(direct "${current}" LINK_LIBRARIES)
+      if(direct)
+        list(APPEND links ${direct})
+      endif()
+    endif()
+    get_target_property(interface "${current}" INTERFACE_LINK_LIBRARIES)
+    if(interface)
+      list(APPEND links ${interface})
+    endif()
+    foreach(link IN LISTS links)
+      _stoke_layers_unwrap("${link}" name)
+      if(name STREQUAL "" OR name IN_LIST seen)
+        continue()
+      endif()
+      list(APPEND seen "${name}")
+      set(via_${name} "${via_${current}} -> ${name}")
+      if(name IN_LIST forbidden)
+        message(FATAL_ERROR "stoke: layering: ${target} must not link ${name}, but does: ${via_${name}}. "
+          "See the README's architecture section for what each layer may use.")
+      endif()
+      list(APPEND queue "${name}")
+    endforeach()
+  endwhile()
+endfunction()

@@ -1,0 +1,53 @@
+// BatchNorm2d: per-channel normalisation over N, H and W; batch statistics in Mode::train (and the
+// running statistics updated), the running statistics in Mode::eval.
+//
+//   BatchNorm2d bn({.channels = 64});
+#pragma once
+
+#include <cstdint>
+
+#include "stoke/nn/layer.hpp"
+
+namespace stoke::nn {
+
+struct BatchNorm2dOptions {
+  std::int64_t channels = 0;
+  double eps = 1e-5;
+  double momentum = 0.1;  ///< running = (1 - momentum) running + momentum batch (PyTorch's)
+  /// Start gamma at zero instead of one (the last BN of a residual branch, "zero-init residual").
+  bool zero_gamma = false;
+};
+
+class BatchNorm2d : public Layer {
+ public:
+  /// Throws std::invalid_argument for channels below 1, eps not positive or momentum outside [0, 1].
+  explicit BatchNorm2d(const BatchNorm2dOptions& options);
+
+  Parameter& gamma() noexcept { return gamma_; }  ///< "weight" in a state dict
+  Parameter& beta() noexcept { return beta_; }    ///< "bias"
+  const Tensor& running_mean() const noexcept { return running_mean_; }
+  const Tensor& running_var() const noexcept { return running_var_; }
+
+  /// "weight" and "bias", as PyTorch names them.
+  void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
+  /// "running_mean" and "running_var".
+  void for_each_buffer(const BufferVisitor& visit, const std::string& prefix = {}) override;
+  void release_activations() override;
+  std::string describe() const override;
+
+ protected:
+  Tensor forward_impl(const Tensor& x, Context& ctx) override;
+  Tensor backward_impl(const Tensor& dy, Context& ctx) override;
+
+ private:
+  BatchNorm2dOptions options_;
+  Parameter gamma_;
+  Parameter beta_;
+  Tensor running_mean_;
+  Tensor running_var_;
+  Tensor input_;  // kept by forward for backward, with the batch's statistics
+  Tensor saved_mean_;
+  Tensor saved_invstd_;
+};
+
+}  // namespace stoke::nn

@@ -1,0 +1,123 @@
+// Trainer: the training loop's body for one model on one backend -- forward, loss, backward, and
+// an SGD step every `accumulation` batches with the learning rate of the schedule -- plus
+// evaluation and checkpoints of the whole training state.
+//
+//   auto backend = make_backend(Device::cpu());
+//   auto model = make_model("small_cnn", {.classes = 10});
+//   Trainer trainer(*model, *backend, {.schedule = {.base_lr = 0.1f, .total_steps = 1000}});
+//   for (...) LossStats s = trainer.train_batch(images, labels).read();
+//   trainer.save("run/last.safetensors");
+//
+// Mixed precision (CUDA): with .compute = DType::bf16 or f16 the images are cast to that dtype and
+// the model computes in it, its f32 master weights cast per step (layer.hpp). f16's narrow range
+// needs dynamic loss scaling, as PyTorch's GradScaler: the loss gradient is multiplied by a scale
+// so small gradients do not flush to zero; a step whose gradients overflow is skipped and the
+// scale halved; after growth_interval good steps in a row the scale doubles. For channels-last,
+// feed NHWC images to a model rearranged with model.to_layout(TensorLayout::nhwc).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "stoke/nn/backend.hpp"
+#include "stoke/nn/checkpoint.hpp"
+#include "stoke/nn/layer.hpp"
+#include "stoke/nn/loss.hpp"
+#include "stoke/nn/lr_schedule.hpp"
+#include "stoke/nn/optimizer.hpp"
+
+namespace stoke::nn {
+
+/// fp16's dynamic loss scaling (PyTorch's GradScaler defaults).
+struct LossScaleOptions {
+  float initial = 65536.0f;    ///< 2^16
+  int growth_interval = 2000;  ///< good steps in a row before the scale grows
+  float growth = 2.0f;
+  float backoff = 0.5f;  ///< the scale's factor after an overflow
+};
+
+struct TrainerOptions {
+  SgdOptions sgd{};
+  LrScheduleOptions schedule{};
+  float label_smoothing = 0;
+  /// Batches whose gradients are summed before each optimizer step (the step then uses their
+  /// mean): an effective batch of accumulation x the batch size.
+  int accumulation = 1;
+  /// Dropout masks (with the step) come from this seed.
+  std::uint64_t seed = 0;
+  /// What the model computes in: f32, or bf16 / f16 with f32 master weights (CUDA only).
+  DType compute = DType::f32;
+  /// Used with compute == f16 only.
+  LossScaleOptions loss_scale{};
+};
+
+class Trainer {
+ public:
+  /// The model's parameters must be on the backend's device. Throws std::invalid_argument for
+  /// accumulation < 1 and what Sgd and LrSchedule throw for their options.
+  Trainer(Layer& model, Backend& backend, const TrainerOptions& options);
+
+  /// Trains on one batch: images {N, C, H, W} and labels {N} (i32), both on the backend's device;
+  /// images in another floating-point dtype than options.compute are cast to it. Throws
+  /// std::invalid_argument when the backend cannot compute in that dtype and the images' layout.
+  /// The returned stats are on the device (read() them when needed: reading waits for the GPU).
+  LossResult train_batch(const Tensor& images, const Tensor& labels);
+  /// The loss and correct count of one batch in Mode::eval (nothing kept, no gradients). With
+  /// `logits`, also the model's output {N, classes} (on the device, in the compute dtype), for
+  /// top-k accuracy or predictions.
+  LossResult evaluate_batch(const Tensor& images, const Tensor& labels, Tensor* logits = nullptr);
+  /// The model's output {N, classes} for a batch in Mode::eval, without labels.
+  Tensor predict(const Tensor& images);
+
+  /// Optimizer steps taken (each after `accumulation` batches), the skipped ones included.
+  std::int64_t step() const noexcept { return step_; }
+  /// Steps skipped because a gradient overflowed (f16 only).
+  std::int64_t skipped_steps() const noexcept { return skipped_steps_; }
+  /// The loss scale the next batches use (1 unless compute is f16).
+  float loss_scale() const noexcept { return loss_scale_; }
+  /// The learning rate the next optimizer step uses.
+  float lr() const { return schedule_.at(step_); }
+  std::int64_t epoch() const noexcept { return epoch_; }
+  void set_epoch(std::int64_t epoch) noexcept { epoch_ = epoch; }
+
+  /// Free-form entries saved with every checkpoint (TrainingState::extra: the model's name, the
+  /// class names, ...) and restored by load().
+  void set_metadata(std::map<std::string, std::string> metadata) { metadata_ = std::move(metadata); }
+  const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
+
+  /// The model, the optimizer's state and the training state (epoch, step, lr, loss scale, seed,
+  /// metadata), written atomically.
+  void save(const std::filesystem::path& path);
+  /// Restores what save() wrote; throws (naming every mismatch) when the checkpoint is not of
+  /// this model. A partially accumulated batch group is dropped.
+  void load(const std::filesystem::path& path);
+
+  Layer& model() noexcept { return model_; }
+  Backend& backend() noexcept { return backend_; }
+  Sgd& optimizer() noexcept { return optimizer_; }
+
+ private:
+  /// `images` in the compute dtype, checked against what the backend supports.
+  Tensor prepare(const Tensor& images);
+  /// The optimizer step after `accumulation` batches; with f16, the overflow check and the scale.
+  void finish_step();
+
+  Layer& model_;
+  Backend& backend_;
+  TrainerOptions options_;
+  Sgd optimizer_;
+  LrSchedule schedule_;
+  SoftmaxCrossEntropy loss_;
+  std::int64_t step_ = 0;
+  std::int64_t epoch_ = 0;
+  int accumulated_ = 0;  // batches whose gradients are summed and not yet stepped
+  float loss_scale_ = 1;
+  int good_steps_ = 0;  // steps without overflow since the scale last changed (f16)
+  std::int64_t skipped_steps_ = 0;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace stoke::nn

@@ -1,0 +1,130 @@
+// CpuBackend: the reference kernels of nn/, f32 and NCHW, on the host. Correct first; then
+// fast enough to train the small models on a few cores: im2col + OpenBLAS's sgemm for
+// convolution and Linear, oneTBB across items and channels. OpenBLAS runs single-threaded inside
+// these kernels (oneTBB does the threading), so the two never oversubscribe the cores.
+//
+// Its methods live in one file per kind of kernel: conv2d_cpu.cpp, linear_cpu.cpp,
+// batch_norm_cpu.cpp, elementwise_cpu.cpp (relu, add, dropout, cast, scale, all_finite),
+// pooling_cpu.cpp, loss_cpu.cpp, optimizer_cpu.cpp; cpu_backend.cpp has the rest.
+#pragma once
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stoke/nn/backend.hpp"
+
+namespace stoke::nn {
+
+class HostPool;
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend();
+  ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
+
+  Device device() const noexcept override { return Device::cpu(); }
+  StreamView stream() const noexcept override { return StreamView::host(); }
+  std::string describe() const override;
+  Tensor empty(Shape shape, DType dtype, TensorLayout layout) override;
+
+  void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                      const Tensor& y) override;
+  void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) override;
+  void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw,
+                              const Tensor& db) override;
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
+                       const Tensor& db) override;
+
+  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                                   const Tensor& running_var, double momentum, double eps, const Tensor& y,
+                                   const Tensor& saved_mean, const Tensor& saved_invstd) override;
+  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& running_mean, const Tensor& running_var, double eps,
+                                    const Tensor& y) override;
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
+                           const Tensor& saved_invstd, const Tensor& dx, const Tensor& dgamma,
+                           const Tensor& dbeta) override;
+
+  void relu_forward(const Tensor& x, const Tensor& y) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
+  void dropout_forward(const Tensor& x, float p, std::uint64_t seed, const Tensor& mask, const Tensor& y) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override;
+
+  void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) override;
+  void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           const Tensor& dx) override;
+  void global_avg_pool_forward(const Tensor& x, const Tensor& y) override;
+  void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) override;
+
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
+                             const Tensor& stats, const Tensor& dlogits) override;
+
+  void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+  bool all_finite(const Tensor& x) override;
+  void scale(const Tensor& x, float alpha) override;
+
+ private:
+  // empty()'s memory: blocks of large tensors are kept for reuse (see HostPool in cpu_backend.cpp).
+  std::shared_ptr<HostPool> pool_;
+};
+
+/// Host memory cached by CpuBackend::empty(). A training step allocates the same activations and
+/// gradients step after step; fresh memory of that size comes from mmap, and touching it costs a
+/// page fault per 4 KiB (about a tenth of a small CNN's step on two cores), so freed blocks are
+/// kept and handed out again. Blocks of at least kMinBytes are pooled, binned by size as
+/// DevicePool bins them; a freed block is cached only while the cache stays under kMaxCachedBytes,
+/// so the memory held beyond what tensors use is bounded. Thread-safe; tensors may outlive it
+/// (a block returned after close() is freed).
+class HostPool {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{64} << 10;
+  static constexpr std::size_t kMaxCachedBytes = std::size_t{256} << 20;
+
+  HostPool();
+  ~HostPool();
+  HostPool(const HostPool&) = delete;
+  HostPool& operator=(const HostPool&) = delete;
+
+  /// At least `bytes` (64-byte aligned), owned by the returned pointer, which hands the block back.
+  std::shared_ptr<void> allocate(std::size_t bytes);
+  /// The size a request of `bytes` is rounded up to.
+  static std::size_t bin_size(std::size_t bytes) noexcept;
+  /// Bytes held free for reuse.
+  std::size_t cached_bytes() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+/// Elements per task of the elementwise kernels: enough work to pay for a task.
+inline constexpr std::int64_t kGrain = std::int64_t{1} << 16;
+
+/// Calls body(begin, end) over [0, n) in chunks of about kGrain elements, in parallel (on the
+/// calling thread alone when n is small).
+template <class Body>
+void for_chunks(std::int64_t n, const Body& body) {
+  if (n <= kGrain) {
+    if (n > 0) body(std::int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, kGrain),
+                    [&](const tbb::blocked_range<std::int64_t>& range) { body(range.begin(), range.end()); });
+}
+
+/// Throws std::invalid_argument naming `what` unless `t` is an f32 tensor on the CPU in NCHW
+/// (row-major) order: what every CpuBackend kernel takes.
+void require_cpu_f32(const Tensor& t, const char* what);
+
+}  // namespace stoke::nn

@@ -1,0 +1,112 @@
+// CudaBackend: nn's kernels on one CUDA device, enqueued on one stream (backend.hpp). f32,
+// bf16 and f16; NCHW and NHWC. Convolutions are cuDNN's (the algorithm of each distinct problem
+// found once by cuDNN's own timing search, with one shared workspace), Linear is cuBLAS's GEMM,
+// everything else is a plain kernel of kernels.cu. Memory comes from a caching pool
+// (device_pool.hpp), so a step allocates nothing from the driver once the shapes are known.
+//
+// Its methods live in one file per kind of kernel: conv2d_cuda.cpp (cuDNN), linear_cuda.cpp
+// (cuBLAS); cuda_backend.cpp has the rest.
+#pragma once
+
+#include <cudnn.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "device_pool.hpp"
+#include "stoke/gpu/handles.hpp"
+#include "stoke/nn/backend.hpp"
+#include "stoke/nn/device.hpp"
+
+namespace stoke::nn {
+
+/// The CUDA backend of `device`, whose kernels run on `stream` (which must outlive it).
+std::unique_ptr<Backend> make_cuda_backend(Device device, StreamView stream);
+
+namespace cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  /// Throws DeviceError for a host stream or a stream of another device.
+  CudaBackend(Device device, StreamView stream);
+  ~CudaBackend() override;
+
+  Device device() const noexcept override { return device_; }
+  StreamView stream() const noexcept override { return stream_; }
+  std::string describe() const override;
+  bool supports(DType dtype, TensorLayout layout) const noexcept override;
+  Tensor empty(Shape shape, DType dtype, TensorLayout layout) override;
+
+  void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                      const Tensor& y) override;
+  void conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) override;
+  void conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw,
+                              const Tensor& db) override;
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
+                       const Tensor& db) override;
+
+  void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                                   const Tensor& running_var, double momentum, double eps, const Tensor& y,
+                                   const Tensor& saved_mean, const Tensor& saved_invstd) override;
+  void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& running_mean, const Tensor& running_var, double eps,
+                                    const Tensor& y) override;
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
+                           const Tensor& saved_invstd, const Tensor& dx, const Tensor& dgamma,
+                           const Tensor& dbeta) override;
+
+  void relu_forward(const Tensor& x, const Tensor& y) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
+  void add(const Tensor& a, const Tensor& b, const Tensor& y) override;
+  void dropout_forward(const Tensor& x, float p, std::uint64_t seed, const Tensor& mask, const Tensor& y) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) override;
+
+  void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) override;
+  void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           const Tensor& dx) override;
+  void global_avg_pool_forward(const Tensor& x, const Tensor& y) override;
+  void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) override;
+
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
+                             const Tensor& stats, const Tensor& dlogits) override;
+
+  void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
+  void cast(const Tensor& src, const Tensor& dst) override;
+  bool all_finite(const Tensor& x) override;
+  bool all_finite_in(std::span<const Tensor> xs) override;
+  void scale(const Tensor& x, float alpha) override;
+
+  const DevicePool& pool() const noexcept { return pool_; }
+
+ private:
+  // A convolution algorithm found by cuDNN for one problem, with the math it was timed with.
+  struct ConvAlgo {
+    int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    std::size_t workspace = 0;
+  };
+  /// The workspace, grown to at least `bytes`.
+  void* workspace(std::size_t bytes);
+  /// The algorithm cached for `key`; else runs `find(results, capacity, &count, search_workspace,
+  /// search_bytes)` (a cudnnFind*AlgorithmEx call) into an array of Count Perf results, caches the
+  /// fastest that ran, and returns it (conv2d_cuda.cpp).
+  template <class Perf, int Count, class Find>
+  const ConvAlgo& conv_algo(const std::string& key, DType dtype, Find&& find);
+
+  Device device_;
+  StreamView stream_;
+  gpu::CudnnHandle cudnn_;
+  gpu::CublasHandle cublas_;
+  DevicePool pool_;
+  DeviceBuffer workspace_;
+  // Keyed by the problem (conv2d_cuda.cpp's problem_key): direction, shapes, geometry, dtype, layouts.
+  std::map<std::string, ConvAlgo> conv_algos_;
+  DeviceBuffer finite_count_;  // all_finite's counter (one unsigned)
+  std::string name_;
+};
+
+}  // namespace cuda
+}  // namespace stoke::nn

@@ -1,0 +1,80 @@
+// The plain CUDA kernels of CudaBackend (kernels.cu), behind host functions that take device
+// pointers and enqueue one or two launches on `stream`. No CUDA header is needed to call them.
+//
+// Floating-point tensors are f32, bf16 or f16 (`dtype`); every kernel loads them as float,
+// computes in float (double for per-channel and per-row sums) and rounds once when it stores.
+// Images are indexed through ImageDims, which knows the layout: the kernels take NCHW and NHWC.
+#pragma once
+
+#include <cstdint>
+
+#include "stoke/nn/device.hpp"
+
+struct CUstream_st;
+
+namespace stoke::nn::cuda {
+
+/// A 4-d image tensor's logical dims and memory layout. A matrix {rows, cols} whose channels are
+/// its columns (a Linear's output) is {rows, cols, 1, 1} in either layout.
+struct ImageDims {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  bool nhwc = false;
+};
+
+using Stream = CUstream_st*;
+
+// ---- elementwise; n elements
+void relu_forward(DType dtype, const void* x, void* y, std::int64_t n, Stream stream);
+void relu_backward(DType dtype, const void* y, const void* dy, void* dx, std::int64_t n, Stream stream);
+void add(DType dtype, const void* a, const void* b, void* y, std::int64_t n, Stream stream);
+void dropout_forward(DType dtype, const void* x, std::uint8_t* mask, void* y, std::int64_t n, std::uint64_t seed,
+                     std::uint64_t threshold, float keep_scale, Stream stream);
+void dropout_backward(DType dtype, const void* dy, const std::uint8_t* mask, void* dx, std::int64_t n, float keep_scale,
+                      Stream stream);
+void cast(DType from, const void* src, DType to, void* dst, std::int64_t n, Stream stream);
+void scale(DType dtype, void* x, float alpha, std::int64_t n, Stream stream);
+/// Adds the count of infinite and NaN elements to *bad (a device counter).
+void count_non_finite(DType dtype, const void* x, std::int64_t n, unsigned* bad, Stream stream);
+/// One SGD step (SgdStep's formula, backend.hpp), all f32; momentum_buffer null when momentum == 0.
+void sgd_update(float* param, const float* grad, float* momentum_buffer, std::int64_t n, float lr, float momentum,
+                float weight_decay, bool nesterov, float grad_scale, Stream stream);
+
+// ---- per-channel
+/// y[i] += b[channel of i] over the image y.
+void add_channel_bias(DType dtype, void* y, const void* b, ImageDims dims, Stream stream);
+/// db[c] += the sum of dy over N, H and W.
+void accumulate_channel_sums(DType dtype, const void* dy, void* db, ImageDims dims, Stream stream);
+
+// ---- batch normalisation; gamma, beta and the statistics f32 {C}
+void batch_norm_forward_training(DType dtype, const void* x, const float* gamma, const float* beta, float* running_mean,
+                                 float* running_var, double momentum, double eps, void* y, float* saved_mean,
+                                 float* saved_invstd, ImageDims dims, Stream stream);
+void batch_norm_forward_inference(DType dtype, const void* x, const float* gamma, const float* beta,
+                                  const float* running_mean, const float* running_var, double eps, void* y,
+                                  ImageDims dims, Stream stream);
+/// dx may be null; dgamma and dbeta (either may be null) accumulate.
+void batch_norm_backward(DType dtype, const void* x, const void* dy, const float* gamma, const float* saved_mean,
+                         const float* saved_invstd, void* dx, float* dgamma, float* dbeta, ImageDims dims,
+                         Stream stream);
+
+// ---- pooling
+struct PoolWindow {
+  int kernel = 2, stride = 2, padding = 0;
+};
+void max_pool2d_forward(DType dtype, PoolWindow g, const void* x, ImageDims in, void* y, ImageDims out, Stream stream);
+/// Writes every element of dx (no atomics: each input cell gathers from the windows holding it).
+void max_pool2d_backward(DType dtype, PoolWindow g, const void* x, ImageDims in, const void* dy, ImageDims out,
+                         void* dx, Stream stream);
+/// y {N, C} (row-major) = the mean over H and W.
+void global_avg_pool_forward(DType dtype, const void* x, ImageDims in, void* y, Stream stream);
+void global_avg_pool_backward(DType dtype, const void* dy, void* dx, ImageDims in, Stream stream);
+
+// ---- loss
+/// logits and dlogits (may be null) {rows, classes} of `dtype`; labels i32; row_stats f32
+/// {rows, 2} scratch; stats f32 {2}. A label outside [0, classes) makes its row's loss NaN (and
+/// its dlogits row NaN), so the mean loss is NaN: CudaBackend's report of a bad label.
+void softmax_cross_entropy(DType dtype, const void* logits, const std::int32_t* labels, std::int64_t rows,
+                           std::int64_t classes, float smoothing, float grad_scale, float* row_stats, float* stats,
+                           void* dlogits, Stream stream);
+
+}  // namespace stoke::nn::cuda

@@ -1,0 +1,147 @@
+#include "stoke/nn/trainer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace stoke::nn {
+
+namespace {
+
+// Below this the loss scale cannot be what overflows: the gradients are not finite at any scale
+// (a NaN in the data, or a model that diverged), and skipping steps forever would hide it.
+constexpr float kSmallestLossScale = 1.0f / 16777216.0f;  // 2^-24
+
+const TrainerOptions& checked(const TrainerOptions& options) {
+  if (options.accumulation < 1) {
+    throw std::invalid_argument("Trainer: accumulation is " + std::to_string(options.accumulation) +
+                                "; it must be at least 1 (batches per optimizer step)");
+  }
+  if (options.compute != DType::f32 && options.compute != DType::bf16 && options.compute != DType::f16) {
+    throw std::invalid_argument("Trainer: compute is " + std::string(to_string(options.compute)) +
+                                "; it must be f32, bf16 or f16");
+  }
+  const LossScaleOptions& s = options.loss_scale;
+  if (options.compute == DType::f16 && !(std::isfinite(s.initial) && s.initial > 0 && s.growth_interval >= 1 &&
+                                         s.growth >= 1 && s.backoff > 0 && s.backoff < 1)) {
+    throw std::invalid_argument("Trainer: the loss scale options (initial " + std::to_string(s.initial) +
+                                ", growth_interval " + std::to_string(s.growth_interval) + ", growth " +
+                                std::to_string(s.growth) + ", backoff " + std::to_string(s.backoff) +
+                                ") need initial > 0, growth_interval >= 1, growth >= 1 and 0 < backoff < 1");
+  }
+  return options;
+}
+
+}  // namespace
+
+Trainer::Trainer(Layer& model, Backend& backend, const TrainerOptions& options)
+    : model_(model),
+      backend_(backend),
+      options_(checked(options)),
+      optimizer_(model, backend, options.sgd),
+      schedule_(options.schedule),
+      loss_({.label_smoothing = options.label_smoothing}),
+      loss_scale_(options.compute == DType::f16 ? options.loss_scale.initial : 1.0f) {}
+
+Tensor Trainer::prepare(const Tensor& images) {
+  if (!backend_.supports(options_.compute, images.layout())) {
+    throw std::invalid_argument("Trainer: the backend " + backend_.describe() + " cannot compute in " +
+                                std::string(to_string(options_.compute)) + " with " +
+                                std::string(to_string(images.layout())) + " images (" + images.describe() +
+                                "); the CPU backend computes in f32 NCHW only, mixed precision and channels-last "
+                                "need a CUDA device");
+  }
+  if (images.dtype() == options_.compute) return images;
+  Tensor cast = backend_.empty(images.shape(), options_.compute, images.layout());
+  backend_.cast(images, cast);
+  return cast;
+}
+
+LossResult Trainer::train_batch(const Tensor& images, const Tensor& labels) {
+  const Tensor x = prepare(images);
+  Context ctx{.backend = backend_,
+              .mode = Mode::train,
+              .seed = options_.seed,
+              .step = static_cast<std::uint64_t>(step_ * options_.accumulation + accumulated_)};
+  const Tensor logits = model_.forward(x, ctx);
+  LossResult result = loss_.forward(logits, labels, ctx, loss_scale_);
+  model_.backward(result.dlogits, ctx);
+  model_.release_activations();
+  result.dlogits = {};
+  if (++accumulated_ == options_.accumulation) finish_step();
+  return result;
+}
+
+void Trainer::finish_step() {
+  accumulated_ = 0;
+  const float lr = schedule_.at(step_++);
+  if (options_.compute == DType::f16) {
+    std::vector<Tensor> gradients;
+    model_.for_each_parameter([&](const std::string&, Parameter& p) {
+      if (p.grad.defined()) gradients.push_back(p.grad);
+    });
+    if (!backend_.all_finite_in(gradients)) {
+      // The scale overflowed f16 somewhere in backward: these gradients are garbage. Skip the
+      // step (the schedule moves on, as with PyTorch's GradScaler) and retry with half the scale.
+      optimizer_.zero_grad();
+      ++skipped_steps_;
+      good_steps_ = 0;
+      loss_scale_ *= options_.loss_scale.backoff;
+      if (loss_scale_ < kSmallestLossScale) {
+        throw std::runtime_error("Trainer: the gradients are not finite even with the fp16 loss scale at " +
+                                 std::to_string(loss_scale_) + " (step " + std::to_string(step_) +
+                                 "): a NaN or infinity in the data, or a diverged model (lower the learning rate)");
+      }
+      return;
+    }
+  }
+  // The gradients hold the sum of `accumulation` batch means, times the loss scale: step with
+  // their unscaled mean.
+  optimizer_.step(lr, 1.0f / (static_cast<float>(options_.accumulation) * loss_scale_));
+  if (options_.compute == DType::f16 && ++good_steps_ == options_.loss_scale.growth_interval) {
+    loss_scale_ *= options_.loss_scale.growth;
+    good_steps_ = 0;
+  }
+}
+
+LossResult Trainer::evaluate_batch(const Tensor& images, const Tensor& labels, Tensor* logits) {
+  const Tensor x = prepare(images);
+  Context ctx{.backend = backend_, .mode = Mode::eval, .seed = options_.seed, .step = 0};
+  const Tensor out = model_.forward(x, ctx);
+  if (logits != nullptr) *logits = out;
+  return loss_.forward(out, labels, ctx);
+}
+
+Tensor Trainer::predict(const Tensor& images) {
+  const Tensor x = prepare(images);
+  Context ctx{.backend = backend_, .mode = Mode::eval, .seed = options_.seed, .step = 0};
+  return model_.forward(x, ctx);
+}
+
+void Trainer::save(const std::filesystem::path& path) {
+  const TrainingState state{.epoch = epoch_,
+                            .step = step_,
+                            .lr = schedule_.at(step_),
+                            .loss_scale = loss_scale_,
+                            .seed = options_.seed,
+                            .extra = metadata_};
+  save_checkpoint(path, model_, &optimizer_, state, backend_.stream());
+}
+
+void Trainer::load(const std::filesystem::path& path) {
+  const TrainingState state = load_checkpoint(path, model_, &optimizer_, backend_.stream());
+  step_ = state.step;
+  epoch_ = state.epoch;
+  metadata_ = state.extra;
+  accumulated_ = 0;
+  good_steps_ = 0;
+  // A checkpoint of an f32 or bf16 run holds 1; an f16 run resumes at its scale.
+  if (options_.compute == DType::f16) {
+    loss_scale_ = state.loss_scale > 0 && std::isfinite(state.loss_scale) ? static_cast<float>(state.loss_scale)
+                                                                          : options_.loss_scale.initial;
+  }
+  optimizer_.zero_grad();
+}
+
+}  // namespace stoke::nn
