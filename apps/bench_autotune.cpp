@@ -32,12 +32,15 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
+#include <stoke/train/input.hpp>
+
 #include "commands.hpp"
-#include "input_pipeline.hpp"
 #include "json.hpp"
 #include "median.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

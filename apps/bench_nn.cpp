@@ -17,13 +17,20 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/metrics.hpp>
+#include <stoke/train/model_card.hpp>
+#include <stoke/train/step_timing.hpp>
+
 #include "commands.hpp"
 #include "json.hpp"
 #include "median.hpp"
-#include "synthetic_steps.hpp"
-#include "training.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 namespace {
 
 namespace po = boost::program_options;
@@ -83,7 +90,7 @@ int bench_nn(int argc, char** argv) {
     return cli.usage_error("--precision must be f32, bf16 or f16 (got '" + c.precision + "')");
   }
 
-  const Compute machine = make_compute(c.device, &std::cerr);
+  const ComputeContext machine = make_compute(c.device, &std::cerr);
   const gpu::Device device = machine.device;
   const std::unique_ptr<nn::Backend>& backend = machine.backend;
   if (!backend->supports(compute_dtype(c), c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw)) {

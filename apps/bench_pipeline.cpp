@@ -19,16 +19,18 @@
 #include <stoke/nodes/decode_augment.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
+#include <stoke/train/input.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "input_pipeline.hpp"
 #include "json.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;

@@ -22,14 +22,22 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/input.hpp>
+#include <stoke/train/metrics.hpp>
+#include <stoke/train/model_card.hpp>
+#include <stoke/train/step_timing.hpp>
+
 #include "commands.hpp"
-#include "input_pipeline.hpp"
 #include "json.hpp"
 #include "median.hpp"
-#include "synthetic_steps.hpp"
-#include "training.hpp"
+#include "progress.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 namespace {
 
 namespace fs = std::filesystem;
@@ -148,7 +156,7 @@ int bench_train(int argc, char** argv) {
   }
 
   // ---- data
-  const fs::path data = c.data.empty() ? builtin_dataset(c.json) / "train" : fs::path(c.data);
+  const fs::path data = c.data.empty() ? builtin_dataset_with_progress(c.json) / "train" : fs::path(c.data);
   const nodes::DatasetPtr dataset = open_dataset(data);
   if (dataset->size() < static_cast<std::size_t>(c.batch)) {
     throw std::runtime_error(data.string() + " has " + std::to_string(dataset->size()) +
@@ -159,7 +167,7 @@ int bench_train(int argc, char** argv) {
   const int size = c.size > 0 ? c.size : default_image_size(c.model);
 
   // ---- compute: one model and trainer for both measurements, `stoke train`'s defaults
-  const Compute compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  const ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
   nn::Backend& backend = *compute.backend;
   if (!backend.supports(dtype, gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend.describe() +

@@ -24,12 +24,19 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/input.hpp>
+#include <stoke/train/metrics.hpp>
+#include <stoke/train/model_card.hpp>
+
 #include "commands.hpp"
-#include "input_pipeline.hpp"
 #include "json.hpp"
-#include "training.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 namespace {
 
 namespace po = boost::program_options;
@@ -101,7 +108,7 @@ int classify(int argc, char** argv) {
   if (c.images.empty()) return cli.usage_error("no images given: name one or more image files after the options");
   if (c.top < 1) return cli.usage_error("--top must be at least 1 (got " + std::to_string(c.top) + ")");
 
-  Compute compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
   nn::Backend& backend = *compute.backend;
   const InferenceModel loaded = load_for_inference(c.checkpoint, backend);
   const ModelCard& card = loaded.card;

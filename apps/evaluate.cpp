@@ -19,12 +19,19 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/input.hpp>
+#include <stoke/train/metrics.hpp>
+#include <stoke/train/model_card.hpp>
+
 #include "commands.hpp"
-#include "input_pipeline.hpp"
 #include "json.hpp"
-#include "training.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 namespace {
 
 namespace po = boost::program_options;
@@ -167,7 +174,7 @@ int evaluate(int argc, char** argv) {
   if (c.data.empty()) return cli.usage_error("--data is required (the labelled images to evaluate on)");
   if (c.batch < 1 || c.threads < 0) return cli.usage_error("--batch must be at least 1 and --threads at least 0");
 
-  Compute compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
   nn::Backend& backend = *compute.backend;
   const InferenceModel loaded = load_for_inference(c.checkpoint, backend);
   const ModelCard& card = loaded.card;

@@ -33,13 +33,21 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/input.hpp>
+#include <stoke/train/metrics.hpp>
+#include <stoke/train/model_card.hpp>
+#include <stoke/train/report.hpp>
+
 #include "commands.hpp"
-#include "input_pipeline.hpp"
 #include "json.hpp"
-#include "report.hpp"
-#include "training.hpp"
+#include "progress.hpp"
 
 namespace stoke::app {
+
+using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 namespace {
 
 namespace fs = std::filesystem;
@@ -258,7 +266,7 @@ int train(int argc, char** argv) {
   fs::path train_path = c.data;
   fs::path val_path = c.val;
   if (c.data.empty()) {
-    const fs::path root = builtin_dataset(c.json);
+    const fs::path root = builtin_dataset_with_progress(c.json);
     train_path = root / "train";
     if (val_path.empty()) val_path = root / "val";
   } else if (val_path.empty() && train_path.filename() == "train" &&
@@ -282,7 +290,7 @@ int train(int argc, char** argv) {
   }
 
   // ---- compute
-  const Compute machine = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  const ComputeContext machine = make_compute(c.device, c.json ? nullptr : &std::cerr);
   const gpu::Device device = machine.device;
   const std::unique_ptr<nn::Backend>& backend = machine.backend;
   if (c.deterministic && !device.is_cpu()) {

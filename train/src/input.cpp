@@ -1,4 +1,4 @@
-#include "input_pipeline.hpp"
+#include "stoke/train/input.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,11 +13,11 @@
 #include <stoke/nodes/registry.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
 #include <stoke/nodes/opencv_codec.hpp>
-#define STOKE_APP_HAS_IMGCODECS 1
+#define STOKE_TRAIN_HAS_IMGCODECS 1
 #endif
 #include <thread>
 
-namespace stoke::app {
+namespace stoke::train {
 
 namespace fs = std::filesystem;
 
@@ -78,7 +78,7 @@ nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) 
 
 nodes::DecodeOptions default_decode_options() {
   nodes::DecodeOptions options;
-#ifdef STOKE_APP_HAS_IMGCODECS
+#ifdef STOKE_TRAIN_HAS_IMGCODECS
   options.other_formats = nodes::opencv_codec();
 #endif
   return options;
@@ -180,4 +180,4 @@ std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input&
   return out;
 }
 
-}  // namespace stoke::app
+}  // namespace stoke::train

@@ -1,6 +1,5 @@
-// The input half of the image apps: open a dataset from a path, and chain read -> decode+augment
-// -> batch onto a stoke::graph::Pipeline. `stoke bench pipeline` uses it now, `stoke train` and
-// `stoke classify` later.
+// The input half of training and inference: open a dataset from a path, and chain read ->
+// decode+augment -> batch onto a stoke::graph::Pipeline, as every image command of `stoke` does.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace stoke::app {
+namespace stoke::train {
 
 /// Opens `path` as whichever dataset it is:
 ///   X.stoke (or a file starting with the pack magic)   a packed shard (stoke pack)
@@ -110,4 +109,4 @@ std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input&
 /// input.pipeline_options) and returns the flow of batches, for the caller's sink.
 graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, const InputConfig& config);
 
-}  // namespace stoke::app
+}  // namespace stoke::train

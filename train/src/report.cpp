@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "stoke/train/report.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <system_error>
 
-namespace stoke::app {
+namespace stoke::train {
 
 namespace fs = std::filesystem;
 
@@ -1048,4 +1048,4 @@ void RunRecorder::write_html(const fs::path& path, const std::string& title,
   if (error) fail(error.message());
 }
 
-}  // namespace stoke::app
+}  // namespace stoke::train

@@ -1,61 +1,17 @@
-#include "training.hpp"
+#include "stoke/train/epoch.hpp"
 
 #include <oneapi/tbb/task_arena.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <numeric>
-#include <sstream>
 #include <stdexcept>
 #include <stoke/gpu/event.hpp>
 #include <stoke/gpu/pinned_allocator.hpp>
 #include <stoke/gpu/to_device.hpp>
 #include <stoke/graph/signal.hpp>
-#include <stoke/nn/checkpoint.hpp>
-#include <stoke/nn/models.hpp>
-#include <stoke/nodes/shapes.hpp>
 
-namespace stoke::app {
+namespace stoke::train {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-fs::path cache_folder() {
-  if (const char* dir = std::getenv("STOKE_CACHE"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir != nullptr && *dir != '\0') return fs::path(dir) / "stoke";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return fs::path(home) / ".cache/stoke";
-  return ".stoke-cache";
-}
-
-// 5000 training images per class: with 2000 the small CNN memorised them and stopped at 0.897
-// validation accuracy after 14 epochs; with 5000 it passes 0.92 in 5 (about 3 minutes on 2
-// cores). Written once (about 3 s, 70 MB); a marker file says it is complete, so an interrupted
-// generation is redone rather than trained on.
-fs::path builtin_dataset(bool quiet) {
-  const fs::path root = cache_folder() / "shapes-10x32-v2";
-  const fs::path done = root / ".complete";
-  if (fs::exists(done)) return root;
-  const nodes::ShapesDatasetOptions options{.out = root,
-                                            .classes = 10,
-                                            .train_per_class = 5000,
-                                            .val_per_class = 200,
-                                            .size = 32,
-                                            .seed = 1,
-                                            .quality = 95,
-                                            .force = true,
-                                            .threads = 0};
-  if (!quiet) std::fprintf(stderr, "stoke: writing the built-in shapes dataset to %s (once)\n", root.c_str());
-  fs::create_directories(root);
-  nodes::write_shapes_dataset(options, [&](std::size_t written, std::size_t total) {
-    if (!quiet) std::fprintf(stderr, "\r  %zu / %zu images", written, total);
-  });
-  if (!quiet) std::fprintf(stderr, "\n");
-  std::ofstream(done) << "complete\n";
-  return root;
-}
 
 BatchTensors to_tensors(nodes::Batch& batch, nn::Backend& backend) {
   const auto n = static_cast<std::int64_t>(batch.size());
@@ -220,114 +176,4 @@ Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string
   return limit;
 }
 
-int default_image_size(const std::string& model) { return model == "small_cnn" || model == "mobilenet" ? 32 : 224; }
-
-std::vector<std::string> default_train_transforms(int size, bool builtin) {
-  const std::string side = std::to_string(size);
-  if (builtin) return {"resize size=" + side, "center_crop size=" + side, "random_horizontal_flip", "normalize"};
-  return {"random_resized_crop size=" + side + " scale=0.35:1", "random_horizontal_flip", "normalize"};
-}
-
-gpu::DType compute_dtype(const std::string& precision) {
-  if (precision == "fp32") return gpu::DType::f32;
-  if (precision == "bf16") return gpu::DType::bf16;
-  if (precision == "fp16") return gpu::DType::f16;
-  throw std::invalid_argument("--precision must be fp32, bf16 or fp16 (got '" + precision + "')");
-}
-
-HostScores to_host(const nn::Tensor& logits, const nn::Tensor& labels, nn::Backend& backend) {
-  if (logits.rank() != 2 || labels.numel() != logits.dim(0)) {
-    throw std::invalid_argument("logits " + logits.describe() + " do not match labels " + labels.describe());
-  }
-  HostScores out{.scores = logits.to_vector(backend.stream()),
-                 .labels = std::vector<std::int32_t>(static_cast<std::size_t>(labels.numel())),
-                 .classes = static_cast<std::size_t>(logits.dim(1))};
-  const nn::Tensor host = nn::Tensor::view_of(out.labels.data(), labels.shape(), gpu::DType::i32);
-  host.copy_from(labels, backend.stream());
-  backend.stream().synchronize();
-  return out;
-}
-
-bool in_top_k(std::span<const float> row, std::int32_t label, int k) {
-  const float mine = row[static_cast<std::size_t>(label)];
-  return std::count_if(row.begin(), row.end(), [&](float v) { return v > mine; }) < k;
-}
-
-std::int64_t top_k_correct(const nn::Tensor& logits, const nn::Tensor& labels, int k, nn::Backend& backend) {
-  const HostScores host = to_host(logits, labels, backend);
-  std::int64_t correct = 0;
-  for (std::size_t i = 0; i < host.labels.size(); ++i) correct += in_top_k(host.row(i), host.labels[i], k) ? 1 : 0;
-  return correct;
-}
-
-namespace {
-
-// Lists are stored one entry per line: class names are folder names, which have no newline.
-std::string join_lines(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& item : items) out += (out.empty() ? "" : "\n") + item;
-  return out;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
-}  // namespace
-
-std::map<std::string, std::string> to_metadata(const ModelCard& card) {
-  return {{"model", card.model},
-          {"image_size", std::to_string(card.image_size)},
-          {"classes", join_lines(card.classes)},
-          {"eval_transforms", join_lines(card.eval_transforms)}};
-}
-
-ModelCard model_card_from(const std::map<std::string, std::string>& metadata, const std::string& source) {
-  const auto get = [&](const char* key) -> const std::string& {
-    const auto it = metadata.find(key);
-    if (it == metadata.end()) {
-      throw std::runtime_error(source + ": no '" + key +
-                               "' in the checkpoint's metadata; only checkpoints written by `stoke train` carry the "
-                               "model, its class names and its image size");
-    }
-    return it->second;
-  };
-  ModelCard card;
-  card.model = get("model");
-  card.image_size = std::atoi(get("image_size").c_str());
-  card.classes = split_lines(get("classes"));
-  card.eval_transforms = split_lines(get("eval_transforms"));
-  if (card.image_size < 1 || card.classes.size() < 2) {
-    throw std::runtime_error(source + ": the checkpoint's metadata is damaged (image_size '" + get("image_size") +
-                             "', " + std::to_string(card.classes.size()) + " class names)");
-  }
-  return card;
-}
-
-Compute make_compute(const std::string& spec, std::ostream* log) {
-  Compute c;
-  c.device = gpu::select_device(spec, log);
-  if (c.device.is_cuda()) c.stream = std::make_unique<gpu::Stream>(c.device);
-  c.backend = nn::make_backend(c.device, c.stream ? c.stream->view() : gpu::StreamView::host());
-  return c;
-}
-
-InferenceModel load_for_inference(const fs::path& checkpoint, nn::Backend& backend) {
-  // The header first: the card says which model to build, and a file that is not a checkpoint
-  // fails here without its tensors being read.
-  const std::string source = checkpoint.string();
-  InferenceModel loaded{model_card_from(nn::read_checkpoint_metadata(checkpoint).extra, source), nullptr};
-  try {
-    loaded.model = nn::make_model(loaded.card.model, {.classes = static_cast<int>(loaded.card.classes.size())});
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(source + ": the checkpoint's model cannot be built: " + e.what());
-  }
-  loaded.model->to(backend.device(), backend.stream());
-  nn::load_weights(checkpoint, *loaded.model, backend.stream());
-  return loaded;
-}
-
-}  // namespace stoke::app
+}  // namespace stoke::train

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-namespace stoke::app {
+namespace stoke::train {
 
 /// One stage over an interval, as fractions of that interval's wall time, defined as in
 /// graph::print(RunReport) and the autotuner: `busy` is time inside the body divided by
@@ -163,4 +163,4 @@ class RunRecorder {
   std::vector<EpochRow> epochs_;
 };
 
-}  // namespace stoke::app
+}  // namespace stoke::train

@@ -1,10 +1,10 @@
-#include "synthetic_steps.hpp"
+#include "stoke/train/step_timing.hpp"
 
 #include <chrono>
 #include <stdexcept>
 #include <stoke/nodes/random.hpp>
 
-namespace stoke::app {
+namespace stoke::train {
 
 using Clock = std::chrono::steady_clock;
 
@@ -55,4 +55,4 @@ StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const Ba
   return timing;
 }
 
-}  // namespace stoke::app
+}  // namespace stoke::train

@@ -1,7 +1,7 @@
-// RunRecorder (apps/report.hpp): per-interval rates from cumulative pipeline counters, bounded
+// RunRecorder (stoke/train/report.hpp): per-interval rates from cumulative pipeline counters, bounded
 // memory, the phase's totals, skips and scheduler moves, and a self-contained HTML page that
 // escapes what it embeds.
-#include "../../apps/report.hpp"
+#include "stoke/train/report.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 
 #include "dataset_test_support.hpp"
 
-namespace stoke::app {
+namespace stoke::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -277,4 +277,4 @@ TEST(RunRecorder, AnUnwritablePathThrowsNamingIt) {
 }
 
 }  // namespace
-}  // namespace stoke::app
+}  // namespace stoke::train

@@ -9,9 +9,9 @@
 #include <stoke/nn/trainer.hpp>
 #include <vector>
 
-#include "training.hpp"
+#include "stoke/train/epoch.hpp"
 
-namespace stoke::app {
+namespace stoke::train {
 
 /// Random images {batch, 3, size, size} with values in [-2, 2) (like normalized ones), in `dtype`
 /// and `layout`, and labels in [0, classes), both on the backend's device. Deterministic.
@@ -45,4 +45,4 @@ struct StepTiming {
 StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const BatchTensors& batch,
                             const StepTimingOptions& options);
 
-}  // namespace stoke::app
+}  // namespace stoke::train
