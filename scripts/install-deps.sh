@@ -22,6 +22,7 @@ packages=(
   libopencv-imgproc-dev
   libjpeg62-turbo-dev
   libopenblas-dev
+  nlohmann-json3-dev
 )
 
 for option in "$@"; do

@@ -1,8 +1,11 @@
 // Per-item spans, written as Chrome trace JSON (the format Perfetto and chrome://tracing open).
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <ostream>
 #include <set>
 #include <stdexcept>
 #include <system_error>
@@ -19,22 +22,12 @@ int thread_number() {
   return number;
 }
 
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+// Microseconds from nanoseconds, to the nanosecond (Chrome's "ts" and "dur" are in us).
+double microseconds(std::int64_t ns) { return std::round(static_cast<double>(ns)) / 1e3; }
+
+// One event per line, each dumped by itself so that the file is written as it is built: a trace
+// may hold millions of spans.
+void write_event(std::ostream& out, const nlohmann::ordered_json& event) { out << ",\n" << event.dump(); }
 }  // namespace
 
 void Runtime::record_span(int stage, std::uint64_t index, std::int64_t begin, std::int64_t end) {
@@ -64,54 +57,65 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
     std::ofstream out(temporary, std::ios::trunc);
     if (!out)
       throw std::runtime_error("cannot write trace '" + temporary + "': " + std::generic_category().message(errno));
-    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-    out << R"({"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"stoke pipeline"}})";
+    using json = nlohmann::ordered_json;
+    out << R"({"displayTimeUnit":"ms","traceEvents":[)" << '\n';
+    out << json{{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "stoke pipeline"}}}}
+               .dump();
     std::set<int> threads;
     for (const auto& span : spans) threads.insert(span.thread);
-    for (const int thread : threads)
-      out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << thread << ",\"args\":{\"name\":\"worker "
-          << thread << "\"}}";
-    char number[64];
+    for (const int thread : threads) {
+      write_event(out, {{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", 1},
+                        {"tid", thread},
+                        {"args", {{"name", "worker " + std::to_string(thread)}}}});
+    }
     for (const auto& span : spans) {
       const std::string& name = span.stage >= 0 && static_cast<std::size_t>(span.stage) < stage_names.size()
                                     ? stage_names[static_cast<std::size_t>(span.stage)]
                                     : std::string("?");
-      out << ",\n{\"name\":" << json_string(name)
-          << ",\"cat\":\"stage\",\"ph\":\"X\",\"pid\":1,\"tid\":" << span.thread;
-      std::snprintf(number, sizeof number, ",\"ts\":%.3f,\"dur\":%.3f",
-                    static_cast<double>(ticks_to_ns(span.begin - started_ticks_)) / 1e3,
-                    static_cast<double>(ticks_to_ns(span.end - span.begin)) / 1e3);
-      out << number << ",\"args\":{\"index\":";
-      if (span.index == no_index)
-        out << "null";
-      else
-        out << span.index;
-      out << "}}";
+      write_event(out, {{"name", name},
+                        {"cat", "stage"},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", span.thread},
+                        {"ts", microseconds(ticks_to_ns(span.begin - started_ticks_))},
+                        {"dur", microseconds(ticks_to_ns(span.end - span.begin))},
+                        {"args", {{"index", span.index == no_index ? json(nullptr) : json(span.index)}}}});
     }
     // The scheduler: its moves as instant events on a track of their own, and each setting as a
     // counter (Perfetto draws them as step charts under the process).
     {
       std::lock_guard lock(impl_->schedule_mutex);
-      if (!impl_->settings.empty())
-        out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"scheduler\"}}";
+      if (!impl_->settings.empty()) {
+        write_event(out,
+                    {{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "scheduler"}}}});
+      }
       for (const Decision& d : impl_->decisions) {
-        std::snprintf(number, sizeof number, "%.3f", static_cast<double>(d.at.count()) / 1e3);
         const std::string what = (d.stage.empty() ? std::string("in-flight") : d.stage) + " " + std::to_string(d.from) +
                                  " -> " + std::to_string(d.to);
-        out << ",\n{\"name\":" << json_string(what) << ",\"cat\":\"scheduler\",\"ph\":\"i\",\"s\":\"g\",\"pid\":1,"
-            << "\"tid\":0,\"ts\":" << number << ",\"args\":{\"kind\":" << json_string(to_string(d.kind))
-            << ",\"why\":" << json_string(d.why) << ",\"revert\":" << (d.revert ? "true" : "false") << "}}";
+        write_event(out, {{"name", what},
+                          {"cat", "scheduler"},
+                          {"ph", "i"},
+                          {"s", "g"},
+                          {"pid", 1},
+                          {"tid", 0},
+                          {"ts", microseconds(d.at.count())},
+                          {"args", {{"kind", to_string(d.kind)}, {"why", d.why}, {"revert", d.revert}}}});
       }
       for (const Setting& setting : impl_->settings) {
-        std::snprintf(number, sizeof number, "%.3f", static_cast<double>(setting.at_ns) / 1e3);
         const std::string name = setting.stage.empty() ? std::string("in-flight limit") : setting.stage + " calls";
-        out << ",\n{\"name\":" << json_string(name) << ",\"cat\":\"scheduler\",\"ph\":\"C\",\"pid\":1,\"ts\":" << number
-            << ",\"args\":{\"value\":" << setting.value << "}}";
+        write_event(out, {{"name", name},
+                          {"cat", "scheduler"},
+                          {"ph", "C"},
+                          {"pid", 1},
+                          {"ts", microseconds(setting.at_ns)},
+                          {"args", {{"value", setting.value}}}});
       }
     }
     const std::size_t recorded = impl_->spans_recorded.load();
-    out << "\n],\"otherData\":{\"spans_dropped\":"
-        << (recorded > options_.max_trace_spans ? recorded - options_.max_trace_spans : 0) << "}}\n";
+    const std::size_t dropped = recorded > options_.max_trace_spans ? recorded - options_.max_trace_spans : 0;
+    out << "\n],\"otherData\":" << json{{"spans_dropped", dropped}}.dump() << "}\n";
     if (!out.flush()) throw std::runtime_error("cannot write trace '" + temporary + "': write failed");
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0)
