@@ -8,8 +8,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/install-deps.sh
 
+# Only what this script runs: the `stoke` executable and the example (the test suite is
+# scripts/test.sh's, in its own build folder).
 cmake --preset release
-cmake --build --preset release -j2
+cmake --build --preset release -j2 --target stoke_cli stoke_example_pipeline
 
 stoke=build/release/apps/stoke
 # The main job: the built-in shapes dataset (written once to ~/.cache/stoke, or $STOKE_CACHE) and
