@@ -3,17 +3,16 @@
 # Fails the configure when <target> links any of the named targets or libraries, directly or
 # through what it links (its LINK_LIBRARIES and, recursively, their INTERFACE_LINK_LIBRARIES:
 # what a static library drags into every executable that links it). Aliases count as the target
-# they name; $<LINK_ONLY:x> and $<BUILD_INTERFACE:x> count as x. This is how the layering in the
+# they name; $<LINK_ONLY:x> and $<BUILD_INTERFACE:x>, nested too, count as x. This is how the layering in the
 # README ("arrows point down only") is kept: e.g. stoke::nn must not reach stoke::nodes or OpenCV.
 include_guard(GLOBAL)
 
 # The names <item> resolves to: the real target name for an alias, the wrapped name for the two
 # generator expressions above, nothing for other generator expressions and link flags.
 function(_stoke_layers_unwrap item out)
-  set(result "")
-  if(item MATCHES "^\\$<(LINK_ONLY|BUILD_INTERFACE):(.*)>$")
+  while(item MATCHES "^\\$<(LINK_ONLY|BUILD_INTERFACE):(.*)>$")
     set(item "${CMAKE_MATCH_2}")
-  endif()
+  endwhile()
   if(item MATCHES "^\\$<" OR item MATCHES "^-")
     set(${out} "" PARENT_SCOPE)
     return()
