@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <stoke/bench/autotune.hpp>
 #include <stoke/graph/autotune.hpp>
@@ -44,12 +43,6 @@ std::optional<std::vector<std::size_t>> parse_depths(const std::string& text) {
   std::sort(depths.begin(), depths.end());
   depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
   return depths;
-}
-
-std::string decision_line(const graph::Decision& d) {
-  std::ostringstream line;
-  graph::print(line, d);
-  return line.str();
 }
 
 const char* yes_no(bool b) { return b ? "yes" : "NO"; }

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stoke/bench/input_pipeline.hpp>
 #include <stoke/nodes/cache.hpp>
 #include <stoke/nodes/plugin.hpp>
@@ -25,12 +24,6 @@ using namespace stoke::train;  // NOLINT(google-build-using-namespace): the comm
 namespace po = boost::program_options;
 
 namespace {
-
-std::string decision_line(const graph::Decision& decision) {
-  std::ostringstream line;
-  graph::print(line, decision);
-  return line.str();
-}
 
 void print_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
   std::printf("input pipeline: %zu items, batch %zu, %dx%d, %d threads, %s decode\n", dataset_size, r.batch_size,

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <sstream>
+#include <stoke/graph/decision.hpp>
 #include <string>
 #include <string_view>
 
@@ -25,6 +27,13 @@ namespace stoke::app {
   va_end(again);
   va_end(args);
   return text;
+}
+
+/// A scheduler's move as one line (graph::print's wording).
+inline std::string decision_line(const graph::Decision& decision) {
+  std::ostringstream line;
+  graph::print(line, decision);
+  return line.str();
 }
 
 /// Items per second since construction, and the time left at that pace.

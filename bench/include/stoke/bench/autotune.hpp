@@ -114,6 +114,7 @@ struct AutotuneBenchResult {
   AutotuneTargets targets{};
 };
 
+/// Progress of measure_autotune(), for a log. All but `decision` run on the calling thread.
 struct AutotuneBenchCallbacks {
   std::function<void(const StaticSetting&, const Window&)> swept{};  ///< after each static run of the sweep
   std::function<void(int run)> run_starts{};                         ///< before scheduler run 1..repeats
@@ -126,8 +127,10 @@ struct AutotuneBenchCallbacks {
 /// the targets. NaN figures (95% never reached) are null.
 void to_json(nlohmann::ordered_json& json, const AutotuneBenchResult& result);
 
-/// The sweep, then the scheduler's runs, on `dataset` (at least one item). Throws
-/// std::invalid_argument for options out of range, and what the input pipeline throws.
+/// The sweep, then the scheduler's runs, on `dataset` (at least one item); about
+/// settings x sweep_seconds + repeats x (seconds + seconds / 4 + 0.5) seconds. Throws
+/// std::invalid_argument for options out of range, and what the input pipeline throws. Measures
+/// the machine: run one benchmark at a time (OpenCV's thread count is set to 1 meanwhile).
 AutotuneBenchResult measure_autotune(const nodes::DatasetPtr& dataset, const AutotuneBenchOptions& options,
                                      const AutotuneBenchCallbacks& callbacks = {});
 

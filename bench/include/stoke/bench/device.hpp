@@ -88,10 +88,11 @@ struct DeviceBenchResult {
 /// the speedups. NaN figures (no timeline, no NVML) are null.
 void to_json(nlohmann::ordered_json& json, const DeviceBenchResult& result);
 
+/// Progress of measure_device(), for a log.
 struct DeviceBenchCallbacks {
   /// Once a second during the pipelined run, from a side thread: images so far, seconds.
   std::function<void(std::uint64_t images, double seconds)> progress{};
-  /// Before the serial run.
+  /// Before the serial run, on the calling thread.
   std::function<void()> serial_starts{};
 };
 
@@ -99,7 +100,7 @@ struct DeviceBenchCallbacks {
 /// nothing crosses), one untimed serial batch (kernels load before anything is timed), the
 /// pipelined run, then as many batches serially. Throws std::invalid_argument for options out of
 /// range (non-positive sizes or counts, neither batches nor seconds), gpu::DeviceError from the
-/// device.
+/// device. Measures the machine: run one benchmark at a time.
 DeviceBenchResult measure_device(gpu::Device device, const DeviceBenchOptions& options,
                                  const DeviceBenchCallbacks& callbacks = {});
 

@@ -52,7 +52,8 @@ void to_json(nlohmann::ordered_json& json, const GraphExecutorResult& result);
 /// One untimed run of each (thread pools, allocators, page faults), then `repeat` of each,
 /// alternated; `progress(r, repeat)` after the r-th pair. Throws std::invalid_argument for
 /// items, stages, repeat or in_flight below 1 or threads below 0, and std::runtime_error when a
-/// run's checksum differs from the others' (the two pipelines did not do the same work).
+/// run's checksum differs from the others' (the two pipelines did not do the same work). Measures
+/// the machine: run one benchmark at a time.
 GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& options,
                                            const std::function<void(int run, int runs)>& progress = {});
 

@@ -53,8 +53,9 @@ void to_json(nlohmann::ordered_json& json, const InputPipelineResult& result);
 
 /// Runs train::make_input(dataset, config) into a sink that counts images and batches, after the
 /// baseline loop when options.baseline_images > 0. OpenCV runs one thread per call meanwhile (the
-/// pipeline runs images in parallel; cv::setNumThreads is restored after). Throws what the input
-/// pipeline throws (with config.on_error = fail: graph::StageError naming the file).
+/// pipeline runs images in parallel; cv::setNumThreads is restored after), so run one benchmark at
+/// a time. Throws what the input pipeline throws (with config.on_error = fail: graph::StageError
+/// naming the file).
 InputPipelineResult measure_input_pipeline(const nodes::DatasetPtr& dataset, train::InputConfig config,
                                            const InputPipelineOptions& options = {});
 
