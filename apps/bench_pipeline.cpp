@@ -1,242 +1,59 @@
-// `stoke bench pipeline`: the input pipeline's throughput on a real dataset: read -> decode
-// (+ fused random resized crop) -> flip -> normalize -> batch, with per-stage busy time, the
-// files it skipped, the scheduler's moves (--autotune), and optionally the rate of the same work
-// in a plain single-thread loop.
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
+// `stoke bench pipeline`: the input pipeline's throughput on a real dataset (read -> decode + fused
+// random resized crop -> flip -> normalize -> batch), by bench::measure_input_pipeline; this file
+// parses the options and prints.
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <iostream>
-#include <mutex>
-#include <opencv2/core/utility.hpp>
-#include <sstream>
-#include <stoke/graph/pipeline.hpp>
+#include <nlohmann/json.hpp>
+#include <stoke/bench/input_pipeline.hpp>
 #include <stoke/nodes/cache.hpp>
-#include <stoke/nodes/collate.hpp>
-#include <stoke/nodes/decode_augment.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
 #include <stoke/train/input.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "json.hpp"
+#include "status_line.hpp"
 
 namespace stoke::app {
 
 using namespace stoke::train;  // NOLINT(google-build-using-namespace): the commands are glue over it
 
 namespace po = boost::program_options;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Result {
-  std::uint64_t images = 0;
-  std::uint64_t batches = 0;
-  std::uint64_t files_read = 0;
-  double seconds = 0;
-  std::vector<SkippedFile> skipped;
-  std::uint64_t skipped_count = 0;
-  graph::RunReport report;
-};
-
-// Runs `body` after `seconds` unless cancelled first; joins on destruction.
-class Timer {
- public:
-  Timer(double seconds, std::function<void()> body)
-      : thread_([this, seconds, body = std::move(body)] {
-          std::unique_lock lock(mutex_);
-          if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) body();
-        }) {}
-  ~Timer() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
-Result run_pipeline(const InputConfig& config, const nodes::DatasetPtr& dataset, double seconds, bool progress) {
-  Input input = make_input(dataset, config);
-  graph::Pipeline pipe(input.pipeline_options);
-  std::atomic<std::uint64_t> images{0}, batches{0};
-  add_input(pipe, input, config)
-      .sink("consume",
-            [&](nodes::Batch batch) {
-              images.fetch_add(batch.size(), std::memory_order_relaxed);
-              batches.fetch_add(1, std::memory_order_relaxed);
-            },
-            {.capacity = config.prefetch});
-
-  std::optional<Timer> stop_timer;
-  if (seconds > 0) stop_timer.emplace(seconds, [&] { pipe.stop(); });
-  std::atomic<bool> running{true};
-  std::thread progress_thread;
-  const auto start = Clock::now();
-  if (progress) {
-    progress_thread = std::thread([&] {
-      while (running.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        const double t = std::chrono::duration<double>(Clock::now() - start).count();
-        const auto n = images.load();
-        std::fprintf(stderr, "\rbench pipeline: %8llu images  %7.0f images/s  %5.1f s",
-                     static_cast<unsigned long long>(n), t > 0 ? n / t : 0.0, t);
-      }
-      std::fprintf(stderr, "\r%60s\r", "");
-    });
-  }
-  struct Joiner {
-    std::atomic<bool>& running;
-    std::thread& thread;
-    ~Joiner() {
-      running = false;
-      if (thread.joinable()) thread.join();
-    }
-  } joiner{running, progress_thread};
-
-  Result result;
-  result.report = pipe.run();
-  result.seconds = std::chrono::duration<double>(result.report.elapsed).count();
-  result.images = images.load();
-  result.batches = batches.load();
-  result.files_read = result.report.produced;
-  result.skipped_count = result.report.skipped;
-  result.skipped = name_skips(result.report, input, config);
-  return result;
-}
-
-// The same work without the framework: one thread, read -> decode+augment -> copy into a batch
-// slot, in a loop. Returns images per second over `count` images (after a few to warm up).
-double baseline_rate(const InputConfig& config, const nodes::DatasetPtr& dataset, std::size_t count) {
-  Input input = make_input(dataset, config);
-  nodes::ReadSample read(input.dataset);
-  nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(input.transforms, config.seed),
-                              config.fuse);
-  auto batch = input.pool.acquire();
-  const auto order = input.order.indices(0);
-  count = std::min(count, order.size());
-  const std::size_t warmup = std::min<std::size_t>(8, count / 4);
-  std::size_t done = 0;
-  Clock::time_point start;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i == warmup) start = Clock::now();
-    try {
-      nodes::Image image = decode(read(nodes::ItemRef{order[i], 0}));
-      nodes::copy_into(batch, i % config.batch_size, image, false);
-      if (i >= warmup) ++done;
-    } catch (const std::exception&) {
-      // bad files cost what they cost in the pipeline too; they are not counted as images
-    }
-  }
-  const double t = std::chrono::duration<double>(Clock::now() - start).count();
-  return t > 0 ? done / t : 0.0;
-}
-
-void print_json(const InputConfig& config, const Result& r, double baseline, int threads) {
-  Json j;
-  j.field("bench", "pipeline");
-  j.field("images_per_sec", r.seconds > 0 ? r.images / r.seconds : 0.0);
-  j.field("images", r.images);
-  j.field("skipped", r.skipped_count);
-  j.begin_array("skipped_files");
-  for (const auto& s : r.skipped) {
-    j.begin_object();
-    j.field("file", s.file);
-    j.field("reason", s.reason);
-    j.end_object();
-  }
-  j.end_array();
-  j.field("files_read", r.files_read);
-  j.field("batches", r.batches);
-  j.field("seconds", r.seconds);
-  j.field("threads", threads);
-  j.field("batch", static_cast<std::uint64_t>(config.batch_size));
-  j.field("size", config.size);
-  j.field("fuse", config.fuse);
-  j.begin_array("stages");
-  for (const auto& s : r.report.stages) {
-    j.begin_object();
-    j.field("name", s.name);
-    j.field("items_out", s.items_out);
-    j.field("busy_pct", r.seconds > 0 ? 100.0 * std::chrono::duration<double>(s.busy).count() /
-                                            (r.seconds * std::max(1, s.concurrency))
-                                      : 0.0);
-    j.end_object();
-  }
-  j.end_array();
-  if (baseline > 0) {
-    j.field("baseline_images_per_sec", baseline);
-    j.field("efficiency", r.images / r.seconds / (threads * baseline));
-  }
-  j.field("autotune", config.autotune);
-  j.field("max_in_flight", static_cast<std::uint64_t>(r.report.max_in_flight));
-  j.begin_array("decisions");
-  for (const auto& d : r.report.decisions) {
-    j.begin_object();
-    j.field("at_s", std::chrono::duration<double>(d.at).count());
-    j.field("kind", graph::to_string(d.kind));
-    j.field("stage", d.stage.empty() ? std::string("in-flight") : d.stage);
-    j.field("from", static_cast<std::uint64_t>(d.from));
-    j.field("to", static_cast<std::uint64_t>(d.to));
-    j.field("why", d.why);
-    j.field("revert", d.revert);
-    j.end_object();
-  }
-  j.end_array();
-  std::cout << j.str() << '\n';
-}
-
-void print_text(const InputConfig& config, const Result& r, double baseline, int threads, std::size_t dataset_size) {
-  const double rate = r.seconds > 0 ? r.images / r.seconds : 0.0;
-  std::printf("input pipeline: %zu items, batch %zu, %dx%d, %d threads, %s decode\n", dataset_size, config.batch_size,
-              config.size, config.size, threads, config.fuse ? "fused" : "plain");
+void print_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
+  std::printf("input pipeline: %zu items, batch %zu, %dx%d, %d threads, %s decode\n", dataset_size, r.batch_size,
+              r.size, r.size, r.threads, r.fuse ? "fused" : "plain");
   std::printf("  %llu images in %llu batches in %.2f s: %.1f images/s\n", static_cast<unsigned long long>(r.images),
-              static_cast<unsigned long long>(r.batches), r.seconds, rate);
+              static_cast<unsigned long long>(r.batches), r.seconds, r.images_per_sec());
   std::printf("  files read %llu = images %llu + skipped %llu\n", static_cast<unsigned long long>(r.files_read),
               static_cast<unsigned long long>(r.images), static_cast<unsigned long long>(r.skipped_count));
   std::printf("  stage        busy%%\n");
   // Busy share of the stage's concurrency at the end (the scheduler may have moved it).
   for (const auto& s : r.report.stages) {
-    const double busy =
-        r.seconds > 0 ? 100.0 * std::chrono::duration<double>(s.busy).count() / (r.seconds * std::max(1, s.concurrency))
-                      : 0.0;
-    std::printf("  %-10s %6.1f  (%d way%s", s.name.c_str(), busy, s.concurrency, s.concurrency == 1 ? "" : "s");
-    if (config.autotune && s.min_concurrency != s.max_concurrency) {
+    std::printf("  %-10s %6.1f  (%d way%s", s.name.c_str(), r.busy_pct(s), s.concurrency,
+                s.concurrency == 1 ? "" : "s");
+    if (r.autotune && s.min_concurrency != s.max_concurrency) {
       std::printf(", %d..%d", s.min_concurrency, s.max_concurrency);
     }
     std::printf(")\n");
   }
-  if (config.autotune) {
+  if (r.autotune) {
     std::printf("  scheduler: in-flight limit %zu at the end", r.report.max_in_flight);
     if (r.report.decisions.empty()) {
       std::printf("; no moves\n");
     } else {
       std::printf("; %zu move%s:\n", r.report.decisions.size(), r.report.decisions.size() == 1 ? "" : "s");
-      for (const auto& d : r.report.decisions) {
-        std::ostringstream line;
-        graph::print(line, d);
-        std::printf("    %s\n", line.str().c_str());
-      }
+      for (const auto& d : r.report.decisions) std::printf("    %s\n", decision_line(d).c_str());
     }
   }
-  if (baseline > 0) {
-    std::printf("  plain C++ loop, 1 thread: %.1f images/s; pipeline / (%d x loop) = %.2f\n", baseline, threads,
-                rate / (threads * baseline));
+  if (r.baseline_images_per_sec > 0) {
+    std::printf("  plain C++ loop, 1 thread: %.1f images/s; pipeline / (%d x loop) = %.2f\n", r.baseline_images_per_sec,
+                r.threads, r.efficiency());
   }
   if (!r.skipped.empty()) {
     std::printf("  skipped %llu file%s:\n", static_cast<unsigned long long>(r.skipped_count),
@@ -327,7 +144,7 @@ int bench_pipeline(int argc, char** argv) {
   config.on_error = on_error == "skip" ? graph::OnError::skip : graph::OnError::fail;
   config.fuse = !no_fuse;
   config.shuffle = !no_shuffle;
-  config.epochs = seconds > 0 ? 0 : (epochs > 0 ? epochs : 1);
+  config.epochs = epochs > 0 ? epochs : 1;
   config.autotune = autotune == "on";
 
   for (const auto& p : plugins) nodes::load_plugin(p, nodes::Registry::builtin());
@@ -340,30 +157,28 @@ int bench_pipeline(int argc, char** argv) {
     }
   }
 
-  const int threads =
-      config.threads > 0 ? config.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  // The pipeline runs images in parallel; OpenCV splitting one image's resize across threads on top
-  // of that only adds overhead, and would make the one-thread baseline use every core.
-  cv::setNumThreads(1);
-  double baseline = 0;
-  if (baseline_images > 0) {
-    if (!json) std::fprintf(stderr, "bench pipeline: timing %zu images in a plain loop...\n", baseline_images);
-    baseline = baseline_rate(config, dataset, baseline_images);
-  }
-  const bool progress = !json && ::isatty(STDERR_FILENO);
-  if (config.autotune && !json) {
-    // Called on the scheduler's thread; the padding overwrites the progress line on a terminal.
-    config.tuning.on_decision = [progress](const graph::Decision& decision) {
-      std::ostringstream line;
-      graph::print(line, decision);
-      std::fprintf(stderr, progress ? "\rautotune: %-60s\n" : "autotune: %s\n", line.str().c_str());
+  bench::InputPipelineOptions options{.seconds = seconds, .baseline_images = baseline_images};
+  if (baseline_images > 0 && !json)
+    std::fprintf(stderr, "bench pipeline: timing %zu images in a plain loop...\n", baseline_images);
+  // Redrawn at each progress call (every 200 ms), on a terminal only: a log gets the result.
+  StatusLine line(std::chrono::milliseconds(0), StatusLine::never);
+  if (!json) {
+    options.progress = [&line](std::uint64_t images, double t) {
+      line.show([&] {
+        return format("bench pipeline: %8llu images  %7.0f images/s  %5.1f s", static_cast<unsigned long long>(images),
+                      t > 0 ? images / t : 0.0, t);
+      });
     };
+    // Called on the scheduler's thread; printed above the progress line.
+    if (config.autotune)
+      config.tuning.on_decision = [&line](const graph::Decision& d) { line.print("autotune: " + decision_line(d)); };
   }
-  const Result result = run_pipeline(config, dataset, seconds, progress);
+  bench::InputPipelineResult result = bench::measure_input_pipeline(dataset, config, options);
+  line.clear();
   if (json) {
-    print_json(config, result, baseline, threads);
+    print_json(result);
   } else {
-    print_text(config, result, baseline, threads, dataset->size());
+    print_text(result, dataset->size());
   }
   return 0;
 }

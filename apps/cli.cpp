@@ -5,6 +5,7 @@
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 namespace stoke::app {
@@ -33,6 +34,10 @@ std::string command_list(std::span<const Subcommand> commands) {
 }
 
 }  // namespace
+
+void print_json(const nlohmann::ordered_json& object) {
+  std::cout << object.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+}
 
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,
                  std::span<const Subcommand> commands) {

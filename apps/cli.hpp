@@ -2,8 +2,13 @@
 // errors, all with the same wording and exit codes (0 success, 1 failure, 2 usage error).
 #pragma once
 
+// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include <boost/program_options.hpp>
+#pragma GCC diagnostic pop
 #include <iosfwd>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +35,10 @@ struct Subcommand {
 ///   (a boost::program_options::error is a usage error instead: returns 2).
 int dispatch(std::string_view path, std::string_view summary, std::span<const Subcommand> commands, int argc,
              char** argv);
+
+/// Prints `object` on stdout as one JSON line (the commands' --json output); invalid UTF-8 in
+/// strings (a file name) becomes U+FFFD instead of an error.
+void print_json(const nlohmann::ordered_json& object);
 
 /// Prints the usage of a command table (what `dispatch` prints for --help).
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,

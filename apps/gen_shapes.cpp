@@ -3,14 +3,12 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
-#pragma GCC diagnostic pop
 #include "commands.hpp"
+#include "status_line.hpp"
 #include "stoke/nodes/shapes.hpp"
 
 namespace stoke::app {
@@ -53,32 +51,36 @@ int gen_shapes(int argc, char** argv) {
   if (o.threads < 0) return cli.usage_error("--threads must be >= 0");
   o.out = out;
 
-  const auto begin = std::chrono::steady_clock::now();
-  const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
+  const Pace pace;
+  StatusLine line(std::chrono::milliseconds(250), std::chrono::milliseconds(5000));
   nodes::ShapesProgress progress;
   if (!quiet && !json) {
-    progress = [&, last = -1.0](std::size_t done, std::size_t total) mutable {
-      const double s = seconds();
-      if (done < total && s - last < 0.25) return;  // a few updates a second are enough
-      last = s;
-      const double rate = s > 0 ? static_cast<double>(done) / s : 0.0;
-      const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
-      std::fprintf(stderr, "\rgen-shapes: %zu/%zu images  %.0f images/s  ETA %.0f s   ", done, total, rate, eta);
-      if (done == total) std::fputc('\n', stderr);
-      std::fflush(stderr);
+    progress = [&](std::size_t done, std::size_t total) {
+      const auto text = [&] {
+        return format("gen-shapes: %zu/%zu images  %.0f images/s  ETA %.0f s", done, total, pace.rate(done),
+                      pace.eta(done, total));
+      };
+      if (done == total) {
+        line.finish(text());
+      } else {
+        line.show(text);
+      }
     };
   }
   const nodes::ShapesDatasetReport report = nodes::write_shapes_dataset(o, progress);
-  const double elapsed = seconds();
+  const double elapsed = pace.seconds();
   const std::size_t images = report.train_images + report.val_images;
 
   if (json) {
-    std::printf(
-        "{\"out\":\"%s\",\"classes\":%d,\"train\":%zu,\"val\":%zu,\"size\":%d,\"seed\":%llu,\"bytes\":%llu,"
-        "\"seconds\":%.3f,\"images_per_sec\":%.1f}\n",
-        o.out.string().c_str(), o.classes, report.train_images, report.val_images, o.size,
-        static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(report.bytes), elapsed,
-        elapsed > 0 ? images / elapsed : 0.0);
+    print_json({{"out", o.out.string()},
+                {"classes", o.classes},
+                {"train", report.train_images},
+                {"val", report.val_images},
+                {"size", o.size},
+                {"seed", o.seed},
+                {"bytes", report.bytes},
+                {"seconds", elapsed},
+                {"images_per_sec", elapsed > 0 ? static_cast<double>(images) / elapsed : 0.0}});
   } else {
     std::printf("wrote %zu train + %zu val images (%d classes, %dx%d, %.1f MB) to %s in %.1f s\n", report.train_images,
                 report.val_images, o.classes, o.size, o.size, static_cast<double>(report.bytes) / 1e6,

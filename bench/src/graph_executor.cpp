@@ -1,0 +1,127 @@
+#include "stoke/bench/graph_executor.hpp"
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_pipeline.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <stoke/graph/pipeline.hpp>
+#include <string>
+
+#include "stoke/bench/timing.hpp"
+
+namespace stoke::bench {
+namespace {
+
+// Spins for about `ns` nanoseconds, so that per-item work can be dialled in. The result does not
+// depend on how long it spun, so the two pipelines' checksums can be compared.
+std::uint64_t work(std::uint64_t x, int ns) {
+  if (ns > 0) {
+    std::uint64_t state = x;
+    const auto until = Clock::now() + std::chrono::nanoseconds(ns);
+    while (Clock::now() < until) state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    asm volatile("" : : "r"(state));  // keep the loop
+  }
+  return x + 1;
+}
+
+int workers(const GraphExecutorOptions& o) {
+  return o.threads > 0 ? o.threads : tbb::this_task_arena::max_concurrency();
+}
+
+}  // namespace
+
+GraphRun run_stoke_graph(const GraphExecutorOptions& o) {
+  graph::Pipeline pipe({.max_in_flight = o.in_flight, .threads = o.threads});
+  GraphRun run;
+  auto flow = pipe.source("source", [i = std::uint64_t{0}, n = o.items]() mutable -> std::optional<std::uint64_t> {
+    return i < n ? std::optional(i++) : std::nullopt;
+  });
+  const graph::StageOptions mapping{.concurrency = graph::parallel(workers(o)), .ordered = o.ordered};
+  // Built stage by stage: each map returns the new open end, which the next one continues.
+  for (int s = 0; s < o.stages; ++s)
+    flow = std::move(flow).map(
+        "map" + std::to_string(s), [ns = o.work_ns](std::uint64_t x) { return work(x, ns); }, mapping);
+  std::move(flow).sink("sink", [&run](std::uint64_t x) { run.checksum += x; }, {.ordered = o.ordered});
+  const auto begin = Clock::now();
+  pipe.run();
+  run.seconds = seconds_between(begin, Clock::now());
+  return run;
+}
+
+GraphRun run_tbb_pipeline(const GraphExecutorOptions& o) {
+  std::optional<tbb::global_control> parallelism;
+  if (o.threads > 0) parallelism.emplace(tbb::global_control::max_allowed_parallelism, o.threads);
+  tbb::task_arena arena(o.threads > 0 ? o.threads : tbb::task_arena::automatic);
+  GraphRun run;
+  const auto begin = Clock::now();
+  arena.execute([&] {
+    std::uint64_t i = 0;
+    auto chain = tbb::make_filter<void, std::uint64_t>(tbb::filter_mode::serial_in_order,
+                                                       [&](tbb::flow_control& fc) -> std::uint64_t {
+                                                         if (i >= o.items) {
+                                                           fc.stop();
+                                                           return 0;
+                                                         }
+                                                         return i++;
+                                                       });
+    for (int s = 0; s < o.stages; ++s)
+      chain = chain & tbb::make_filter<std::uint64_t, std::uint64_t>(
+                          tbb::filter_mode::parallel, [ns = o.work_ns](std::uint64_t x) { return work(x, ns); });
+    const auto sink_mode = o.ordered ? tbb::filter_mode::serial_in_order : tbb::filter_mode::serial_out_of_order;
+    tbb::parallel_pipeline(o.in_flight, chain & tbb::make_filter<std::uint64_t, void>(
+                                                    sink_mode, [&run](std::uint64_t x) { run.checksum += x; }));
+  });
+  run.seconds = seconds_between(begin, Clock::now());
+  return run;
+}
+
+GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& o,
+                                           const std::function<void(int run, int runs)>& progress) {
+  if (o.items == 0 || o.stages < 1 || o.repeat < 1 || o.in_flight == 0 || o.threads < 0)
+    throw std::invalid_argument("items, stages, repeat and in_flight must be positive, threads >= 0");
+  GraphExecutorResult r;
+  r.options = o;
+  r.threads = workers(o);
+  r.checksum = run_stoke_graph(o).checksum;  // warm-up: thread pools, allocators, page faults
+  const auto check = [&](const GraphRun& run, const char* executor) {
+    if (run.checksum != r.checksum)
+      throw std::runtime_error("checksums differ (stoke " + std::to_string(r.checksum) + ", " + executor + " " +
+                               std::to_string(run.checksum) + "): the two pipelines did not do the same work");
+    return run.seconds;
+  };
+  check(run_tbb_pipeline(o), "tbb");
+  for (int k = 0; k < o.repeat; ++k) {
+    r.stoke_seconds.push_back(check(run_stoke_graph(o), "stoke"));
+    r.tbb_seconds.push_back(check(run_tbb_pipeline(o), "tbb"));
+    if (progress) progress(k + 1, o.repeat);
+  }
+  const double visits = static_cast<double>(o.items) * (o.stages + 2);  // stage visits per run
+  const double items = static_cast<double>(o.items);
+  r.stoke_ns_per_item_stage = median(r.stoke_seconds) * 1e9 / visits;
+  r.tbb_ns_per_item_stage = median(r.tbb_seconds) * 1e9 / visits;
+  r.ratio = r.stoke_ns_per_item_stage / r.tbb_ns_per_item_stage;
+  r.stoke_items_per_sec = items / median(r.stoke_seconds);
+  r.tbb_items_per_sec = items / median(r.tbb_seconds);
+  return r;
+}
+
+void to_json(nlohmann::ordered_json& json, const GraphExecutorResult& r) {
+  const GraphExecutorOptions& o = r.options;
+  json = {{"bench", "graph"},
+          {"items", o.items},
+          {"stages", o.stages},
+          {"threads", r.threads},
+          {"in_flight", o.in_flight},
+          {"work_ns", o.work_ns},
+          {"ordered", o.ordered},
+          {"stoke_ns_per_item_stage", r.stoke_ns_per_item_stage},
+          {"tbb_ns_per_item_stage", r.tbb_ns_per_item_stage},
+          {"ratio", r.ratio},
+          {"stoke_items_per_sec", r.stoke_items_per_sec},
+          {"tbb_items_per_sec", r.tbb_items_per_sec}};
+}
+
+}  // namespace stoke::bench
