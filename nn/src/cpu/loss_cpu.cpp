@@ -63,33 +63,34 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
   std::vector<unsigned char> row_correct(static_cast<std::size_t>(n));
 
   const std::int64_t grain = std::max<std::int64_t>(1, (1 << 14) / std::max<std::int64_t>(1, k));
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, grain), [&](const tbb::blocked_range<std::int64_t>& rows) {
-    for (std::int64_t i = rows.begin(); i < rows.end(); ++i) {
-      const float* row = z + i * k;
-      // The first maximum, as torch.argmax picks it.
-      const std::int64_t arg_max = std::max_element(row, row + k) - row;
-      const auto max = static_cast<double>(row[arg_max]);
-      double sum_exp = 0;
-      double sum_shifted = 0;  // sum_k (z_k - max)
-      for (std::int64_t j = 0; j < k; ++j) {
-        const double shifted = static_cast<double>(row[j]) - max;
-        sum_exp += std::exp(shifted);
-        sum_shifted += shifted;
-      }
-      const double log_sum = std::log(sum_exp);
-      const double log_p_label = (static_cast<double>(row[label[i]]) - max) - log_sum;
-      const double sum_log_p = sum_shifted - static_cast<double>(k) * log_sum;
-      row_loss[static_cast<std::size_t>(i)] = -(1 - s) * log_p_label - off_target * sum_log_p;
-      row_correct[static_cast<std::size_t>(i)] = arg_max == label[i] ? 1 : 0;
-      if (dz == nullptr) continue;
-      float* grad = dz + i * k;
-      for (std::int64_t j = 0; j < k; ++j) {
-        const double p = std::exp((static_cast<double>(row[j]) - max) - log_sum);
-        const double target = off_target + (j == label[i] ? 1 - s : 0.0);
-        grad[j] = static_cast<float>(gradient_scale * (p - target));
-      }
-    }
-  });
+  isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, n, grain),
+                        [&](const tbb::blocked_range<std::int64_t>& rows) {
+                          for (std::int64_t i = rows.begin(); i < rows.end(); ++i) {
+                            const float* row = z + i * k;
+                            // The first maximum, as torch.argmax picks it.
+                            const std::int64_t arg_max = std::max_element(row, row + k) - row;
+                            const auto max = static_cast<double>(row[arg_max]);
+                            double sum_exp = 0;
+                            double sum_shifted = 0;  // sum_k (z_k - max)
+                            for (std::int64_t j = 0; j < k; ++j) {
+                              const double shifted = static_cast<double>(row[j]) - max;
+                              sum_exp += std::exp(shifted);
+                              sum_shifted += shifted;
+                            }
+                            const double log_sum = std::log(sum_exp);
+                            const double log_p_label = (static_cast<double>(row[label[i]]) - max) - log_sum;
+                            const double sum_log_p = sum_shifted - static_cast<double>(k) * log_sum;
+                            row_loss[static_cast<std::size_t>(i)] = -(1 - s) * log_p_label - off_target * sum_log_p;
+                            row_correct[static_cast<std::size_t>(i)] = arg_max == label[i] ? 1 : 0;
+                            if (dz == nullptr) continue;
+                            float* grad = dz + i * k;
+                            for (std::int64_t j = 0; j < k; ++j) {
+                              const double p = std::exp((static_cast<double>(row[j]) - max) - log_sum);
+                              const double target = off_target + (j == label[i] ? 1 - s : 0.0);
+                              grad[j] = static_cast<float>(gradient_scale * (p - target));
+                            }
+                          }
+                        });
 
   double total = 0;
   std::int64_t correct = 0;

@@ -17,6 +17,12 @@
 // - An undefined Tensor() for an optional argument (a bias, an input gradient nobody needs)
 //   means "none".
 // - A backend is used by one thread at a time.
+// - CpuBackend threads its kernels with oneTBB in the caller's task arena and isolates its own
+//   parallel loops (tbb::this_task_arena::isolate): a kernel called from inside a pipeline's task
+//   (a graph stage that runs a training step) never picks up an unrelated task while it waits for
+//   its loop, so callers need no isolation of their own. How a loop is cut into chunks depends
+//   on the sizes and the machine's core count, never on how many threads happen to run, so
+//   results are the same bit for bit whatever the load.
 #pragma once
 
 #include <cstdint>
