@@ -143,6 +143,21 @@ TEST(Safetensors, TinyFileHasTheExactBytes) {
   EXPECT_EQ(encode_safetensors(file), expected);
 }
 
+TEST(Safetensors, ControlCharactersAreWrittenAsUnicodeEscapes) {
+  // Checkpoints keep lists one entry per line (the class names): every control character is
+  // written \u00xx, as stoke's first checkpoints have it, never \n or \t, so the bytes of a
+  // checkpoint do not change with the JSON library that writes them.
+  SafetensorsFile file;
+  file.metadata["k"] = "a\nb\tc\x01\"\\/\b\f\r\x7f";
+  const std::vector<std::byte> bytes = encode_safetensors(file);
+  const std::string json(reinterpret_cast<const char*>(bytes.data() + 8), bytes.size() - 8);
+  std::string expected = R"({"__metadata__":{"k":"a\u000ab\u0009c\u0001\"\\/\u0008\u000c\u000d)"
+                         "\x7f\"}}";
+  expected.append((8 - expected.size() % 8) % 8, ' ');
+  EXPECT_EQ(json, expected);
+  EXPECT_EQ(decode_safetensors(bytes, "memory"), file);
+}
+
 TEST(Safetensors, EmptyFileIsAnEmptyObject) {
   // {} padded to 8: 2 + 6 spaces.
   const std::vector<std::byte> bytes = encode_safetensors(SafetensorsFile{});
