@@ -1,11 +1,15 @@
 // CudaBackend: nn's kernels on one CUDA device, enqueued on one stream (backend.hpp). f32,
 // bf16 and f16; NCHW and NHWC. Convolutions are cuDNN's (the algorithm of each distinct problem
 // found once by cuDNN's own timing search, with one shared workspace), Linear is cuBLAS's GEMM,
-// everything else is a plain kernel of kernels.cu. Memory comes from a caching pool
+// everything else is a plain kernel (kernels.hpp). Memory comes from a caching pool
 // (device_pool.hpp), so a step allocates nothing from the driver once the shapes are known.
 //
-// Its methods live in one file per kind of kernel: conv2d_cuda.cpp (cuDNN), linear_cuda.cpp
-// (cuBLAS); cuda_backend.cpp has the rest.
+// Its methods live in one file set per op family, as CpuBackend's: conv2d_cuda.cpp (cuDNN),
+// linear_cuda.cpp (cuBLAS), both with bias_kernels.cu; batch_norm_cuda.cpp +
+// batch_norm_kernels.cu; elementwise_cuda.cpp + elementwise_kernels.cu (relu, add, dropout,
+// cast, scale, all_finite); pooling_cuda.cpp + pooling_kernels.cu; loss_cuda.cpp +
+// loss_kernels.cu; optimizer_cuda.cpp + optimizer_kernels.cu. cuda_backend.cpp has the
+// construction, the memory and the workspace.
 #pragma once
 
 #include <cudnn.h>
