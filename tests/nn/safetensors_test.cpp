@@ -3,7 +3,6 @@
 // corrupt inputs (each with its message, and none crashing), and an independent reader in Python
 // (scripts/read_safetensors.py) agreeing on the values.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "../gpu/expect_throw.hpp"
+#include "temp_folder.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -79,18 +79,7 @@ SafetensorsFile sample_file() {
 }
 
 // A fresh folder per test, removed afterwards.
-class SafetensorsFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("stoke_safetensors_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
-};
+class SafetensorsFiles : public testing::TempFolderTest {};
 
 std::vector<std::byte> read_all(const fs::path& path) {
   std::vector<std::byte> bytes(fs::file_size(path));

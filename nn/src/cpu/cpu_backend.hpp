@@ -5,7 +5,8 @@
 //
 // Its methods live in one file per kind of kernel: conv2d_cpu.cpp, linear_cpu.cpp,
 // batch_norm_cpu.cpp, elementwise_cpu.cpp (relu, add, dropout, cast, scale, all_finite),
-// pooling_cpu.cpp, loss_cpu.cpp, optimizer_cpu.cpp; cpu_backend.cpp has the rest.
+// pooling_cpu.cpp, loss_cpu.cpp (softmax and binary cross-entropy), optimizer_cpu.cpp (SGD and
+// AdamW); cpu_backend.cpp has the rest.
 //
 // Every parallel loop of the kernels goes through isolated_parallel_for/_reduce below, so a call
 // can be made from inside a oneTBB task of the pipeline (a graph stage) without wrapping it in
@@ -75,8 +76,12 @@ class CpuBackend final : public Backend {
 
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
                              const Tensor& stats, const Tensor& dlogits) override;
+  void binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight,
+                                        float grad_scale, const Tensor& stats, const Tensor& dlogits) override;
 
   void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
+  void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                    const AdamWStep& step) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   bool all_finite(const Tensor& x) override;
   void scale(const Tensor& x, float alpha) override;

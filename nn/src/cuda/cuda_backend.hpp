@@ -76,8 +76,12 @@ class CudaBackend final : public Backend {
 
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
                              const Tensor& stats, const Tensor& dlogits) override;
+  void binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight,
+                                        float grad_scale, const Tensor& stats, const Tensor& dlogits) override;
 
   void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
+  void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                    const AdamWStep& step) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   bool all_finite(const Tensor& x) override;
   bool all_finite_in(std::span<const Tensor> xs) override;
@@ -94,6 +98,8 @@ class CudaBackend final : public Backend {
   };
   /// The workspace, grown to at least `bytes`.
   void* workspace(std::size_t bytes);
+  /// The losses' per-row scratch: f32 {max(rows, 1), 2} from the pool (loss_cuda.cpp).
+  Tensor row_scratch(std::int64_t rows);
   /// The algorithm cached for `key`; else runs `find(results, capacity, &count, search_workspace,
   /// search_bytes)` (a cudnnFind*AlgorithmEx call) into an array of Count Perf results, caches the
   /// fastest that ran, and returns it (conv2d_cuda.cpp).

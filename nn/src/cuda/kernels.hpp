@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "../adamw_update.hpp"
 #include "stoke/nn/device.hpp"
 
 struct CUstream_st;
@@ -42,6 +43,9 @@ void count_non_finite(DType dtype, const void* x, std::int64_t n, unsigned* bad,
 /// One SGD step (SgdStep's formula, backend.hpp); momentum_buffer null when momentum == 0.
 void sgd_update(float* param, const float* grad, float* momentum_buffer, std::int64_t n, float lr, float momentum,
                 float weight_decay, bool nesterov, float grad_scale, Stream stream);
+/// One AdamW step (AdamWStep's formula, backend.hpp), with the step's scalars (adamw::scalars).
+void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+                  const adamw::Scalars& scalars, Stream stream);
 
 // ---- per-channel bias of the convolution and Linear (bias_kernels.cu)
 /// y[i] += b[channel of i] over the image y.
@@ -80,5 +84,11 @@ void global_avg_pool_backward(DType dtype, const void* dy, void* dx, ImageDims i
 void softmax_cross_entropy(DType dtype, const void* logits, const std::int32_t* labels, std::int64_t rows,
                            std::int64_t classes, float smoothing, float grad_scale, float* row_stats, float* stats,
                            void* dlogits, Stream stream);
+/// logits and dlogits (may be null) {rows, classes} of `dtype`; targets f32 {rows, classes};
+/// pos_weight f32 {classes} or null; row_stats f32 {rows, 2} scratch; stats f32 {2}
+/// (Backend::binary_cross_entropy_with_logits says what they get).
+void binary_cross_entropy_with_logits(DType dtype, const void* logits, const float* targets, const float* pos_weight,
+                                      std::int64_t rows, std::int64_t classes, float grad_scale, float* row_stats,
+                                      float* stats, void* dlogits, Stream stream);
 
 }  // namespace stoke::nn::cuda

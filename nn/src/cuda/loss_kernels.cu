@@ -85,6 +85,38 @@ __global__ void softmax_cross_entropy_kernel(const T* logits, const std::int32_t
   }
 }
 
+// torch.nn.BCEWithLogitsLoss's element loss and gradient (backend.hpp), in double as on the CPU;
+// row_stats gets the row's mean loss and whether every prediction (x > 0) is its target (t > 0.5).
+template <class T>
+__global__ void binary_cross_entropy_kernel(const T* logits, const float* targets, const float* pos_weight,
+                                            std::int64_t classes, double gradient_scale, float* row_stats, T* dlogits) {
+  __shared__ double shared[kThreads / 32];
+  const std::int64_t row = blockIdx.x;
+  const T* z = logits + row * classes;
+  const float* t = targets + row * classes;
+  double loss = 0;
+  double wrong = 0;
+  for (std::int64_t j = threadIdx.x; j < classes; j += kThreads) {
+    const double x = load(z, j);
+    const double target = t[j];
+    const double log_weight = 1 + ((pos_weight != nullptr ? static_cast<double>(pos_weight[j]) : 1.0) - 1) * target;
+    const double minus_x_or_zero = -x < 0.0 ? 0.0 : -x;  // std::max(-x, 0.0), as the CPU has it
+    loss += (1 - target) * x + log_weight * (log1p(exp(-fabs(x))) + minus_x_or_zero);
+    if ((x > 0) != (target > 0.5)) wrong += 1;
+    if (dlogits != nullptr) {
+      const double sigmoid_of_minus = x >= 0 ? exp(-x) / (1 + exp(-x)) : 1 / (1 + exp(x));
+      store(dlogits + row * classes, j,
+            static_cast<float>(gradient_scale * ((1 - target) - log_weight * sigmoid_of_minus)));
+    }
+  }
+  loss = block_sum(loss, shared);
+  wrong = block_sum(wrong, shared);
+  if (threadIdx.x == 0) {
+    row_stats[2 * row] = static_cast<float>(loss / static_cast<double>(classes));
+    row_stats[2 * row + 1] = wrong == 0 ? 1.0f : 0.0f;
+  }
+}
+
 __global__ void mean_loss_kernel(const float* row_stats, std::int64_t rows, float* stats) {
   __shared__ double shared[kThreads / 32];
   double loss = 0;
@@ -112,6 +144,24 @@ void softmax_cross_entropy(DType dtype, const void* logits, const std::int32_t* 
       using T = typename decltype(tag)::type;
       softmax_cross_entropy_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
           static_cast<const T*>(logits), labels, classes, smoothing, gradient_scale, row_stats,
+          static_cast<T*>(dlogits));
+    });
+    check_launch();
+  }
+  mean_loss_kernel<<<1, kThreads, 0, stream>>>(row_stats, rows, stats);
+  check_launch();
+}
+
+void binary_cross_entropy_with_logits(DType dtype, const void* logits, const float* targets, const float* pos_weight,
+                                      std::int64_t rows, std::int64_t classes, float grad_scale, float* row_stats,
+                                      float* stats, void* dlogits, Stream stream) {
+  const double elements = static_cast<double>(rows) * static_cast<double>(classes);
+  const double gradient_scale = elements > 0 ? static_cast<double>(grad_scale) / elements : 0.0;
+  if (rows > 0 && classes > 0) {
+    dispatch(dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      binary_cross_entropy_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+          static_cast<const T*>(logits), targets, pos_weight, classes, gradient_scale, row_stats,
           static_cast<T*>(dlogits));
     });
     check_launch();

@@ -2,6 +2,7 @@
 // backend.hpp): one grid-stride pass over a parameter's elements, in f32.
 #include <cstdint>
 
+#include "../adamw_update.hpp"
 #include "kernel_utils.cuh"
 #include "kernels.hpp"
 
@@ -22,6 +23,11 @@ __global__ void sgd_kernel(float* param, const float* grad, float* buffer, std::
   }
 }
 
+__global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+                             adamw::Scalars s) {
+  STOKE_GRID_LOOP(i, n) adamw::update(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
+}
+
 }  // namespace
 
 void sgd_update(float* param, const float* grad, float* momentum_buffer, std::int64_t n, float lr, float momentum,
@@ -29,6 +35,13 @@ void sgd_update(float* param, const float* grad, float* momentum_buffer, std::in
   if (n == 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n, lr, momentum, weight_decay,
                                                      nesterov, grad_scale);
+  check_launch();
+}
+
+void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+                  const adamw::Scalars& scalars, Stream stream) {
+  if (n == 0) return;
+  adamw_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, scalars);
   check_launch();
 }
 
