@@ -43,4 +43,3 @@ STOKE_NN_HOST_DEVICE inline void update(float& param, float grad, float& exp_avg
 }
 
 }  // namespace stoke::nn::adamw
-

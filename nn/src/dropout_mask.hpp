@@ -34,4 +34,3 @@ STOKE_NN_HOST_DEVICE constexpr bool keeps(std::uint64_t seed, std::uint64_t inde
 }
 
 }  // namespace stoke::nn::dropout
-

@@ -1,5 +1,6 @@
 #include "safetensors_header.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -174,7 +175,8 @@ class HeaderReader final : public nlohmann::json_sax<Json> {
     if (expected == "end of input") return at_byte("unexpected text after the header's closing '}'");
     if (problem.starts_with("invalid string: ")) return at_byte(string_problem(problem, last_token));
     if (problem == "unexpected number literal" && after_leading_zero(byte)) {
-      return at_byte("a number with a leading zero (" + counts_what() + ")");
+      return at_byte(place_ == Place::counts ? "a number with a leading zero (" + counts_what() + ")"
+                                             : std::string("a number with a leading zero"));
     }
     if (expected == "':'") return at_byte("expected ':' after " + in_quotes(key_) + ", found " + found);
     if (expected == "string literal") return at_byte("expected " + expected_key() + ", found " + found);
@@ -210,7 +212,10 @@ class HeaderReader final : public nlohmann::json_sax<Json> {
   }
 
   Entry& entry() { return header_.entries.back(); }
-  std::string tensor() const { return "tensor " + in_quotes(header_.entries.back().name); }
+  // The entry being read; only asked for inside one, but a garbled header must not make it crash.
+  std::string tensor() const {
+    return header_.entries.empty() ? std::string("the header") : "tensor " + in_quotes(header_.entries.back().name);
+  }
   std::string counts_what() const { return tensor() + "'s " + key_; }
 
   // The value expected at place_, for messages.

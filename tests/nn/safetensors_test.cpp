@@ -266,6 +266,9 @@ TEST(SafetensorsCorrupt, BadJson) {
   expect_corrupt(file_bytes(R"({"__metadata__":{"k":1}})"), "expected a string (__metadata__ 'k' must be a string)");
   expect_corrupt(file_bytes(R"({"__metadata__":{"k":"1","k":"2"}})"), "__metadata__ has the key 'k' twice");
   expect_corrupt(file_bytes(R"({"__metadata__":[]})"), "expected '{' to open __metadata__");
+  // A number where an object belongs is refused as soon as it is read, leading zero or not.
+  expect_corrupt(file_bytes(R"({"__metadata__":01})"), "expected '{' to open __metadata__, found a number");
+  expect_corrupt(file_bytes(R"({"a":1})"), "expected '{' to open tensor 'a', found a number");
 }
 
 TEST(SafetensorsCorrupt, EscapesDecode) {
