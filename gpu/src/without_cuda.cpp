@@ -112,19 +112,25 @@ PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept = default;
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept = default;
 void PinnedBuffer::reset() noexcept {}
 
-CublasHandle::CublasHandle(StreamView /*stream*/) { throw_without_cuda("a CublasHandle"); }
-CublasHandle::~CublasHandle() = default;
-CublasHandle::CublasHandle(CublasHandle&& other) noexcept = default;
-CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept = default;
-void CublasHandle::set_stream(StreamView /*stream*/) { throw_without_cuda("CublasHandle::set_stream"); }
-void CublasHandle::reset() noexcept {}
+template <class Library>
+LibraryHandle<Library>::LibraryHandle(StreamView /*stream*/) {
+  throw_without_cuda(std::string("a ") + Library::handle_name);
+}
+template <class Library>
+LibraryHandle<Library>::~LibraryHandle() = default;
+template <class Library>
+LibraryHandle<Library>::LibraryHandle(LibraryHandle&& other) noexcept = default;
+template <class Library>
+LibraryHandle<Library>& LibraryHandle<Library>::operator=(LibraryHandle&& other) noexcept = default;
+template <class Library>
+void LibraryHandle<Library>::set_stream(StreamView /*stream*/) {
+  throw_without_cuda(std::string(Library::handle_name) + "::set_stream");
+}
+template <class Library>
+void LibraryHandle<Library>::reset() noexcept {}
 
-CudnnHandle::CudnnHandle(StreamView /*stream*/) { throw_without_cuda("a CudnnHandle"); }
-CudnnHandle::~CudnnHandle() = default;
-CudnnHandle::CudnnHandle(CudnnHandle&& other) noexcept = default;
-CudnnHandle& CudnnHandle::operator=(CudnnHandle&& other) noexcept = default;
-void CudnnHandle::set_stream(StreamView /*stream*/) { throw_without_cuda("CudnnHandle::set_stream"); }
-void CudnnHandle::reset() noexcept {}
+template class LibraryHandle<CublasLibrary>;
+template class LibraryHandle<CudnnLibrary>;
 
 // ---- copies: synchronous on the host stream ---------------------------------------------------
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace stoke::nn {
 namespace {
@@ -20,9 +21,8 @@ std::string python_float(double v) {
   return s;
 }
 
-}  // namespace
-
-BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options) : options_(options) {
+// Checks the options first, so a bad one is reported before anything is allocated.
+WeightedLayer::InitialValues initial_values(const BatchNorm2dOptions& options) {
   if (options.channels < 1) {
     throw std::invalid_argument("BatchNorm2d: channels is " + std::to_string(options.channels) +
                                 ", must be at least 1");
@@ -35,25 +35,24 @@ BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options) : options_(options) 
     throw std::invalid_argument("BatchNorm2d(" + std::to_string(options.channels) + "): momentum is " +
                                 python_float(options.momentum) + ", must be in [0, 1]");
   }
-  const Shape channels{options.channels};
-  gamma_.value = Tensor(channels);
-  for (float& v : gamma_.value.f32()) v = options.zero_gamma ? 0.0f : 1.0f;
-  beta_.value = Tensor::zeros(channels);
-  running_mean_ = Tensor::zeros(channels);
-  running_var_ = Tensor(channels);
+  Tensor gamma({options.channels});
+  for (float& v : gamma.f32()) v = options.zero_gamma ? 0.0f : 1.0f;
+  return {.weight = std::move(gamma), .bias = Tensor::zeros({options.channels}), .weight_decays = false};
+}
+
+}  // namespace
+
+BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options)
+    : WeightedLayer(initial_values(options)),
+      options_(options),
+      running_mean_(Tensor::zeros({options.channels})),
+      running_var_({options.channels}) {
   for (float& v : running_var_.f32()) v = 1.0f;
-  gamma_.decay = false;
-  beta_.decay = false;
 }
 
 std::string BatchNorm2d::describe() const {
   return "BatchNorm2d(" + std::to_string(options_.channels) + ", eps=" + python_float(options_.eps) +
          ", momentum=" + python_float(options_.momentum) + ")";
-}
-
-void BatchNorm2d::for_each_parameter(const ParameterVisitor& visit, const std::string& prefix) {
-  visit(join(prefix, "weight"), gamma_);
-  visit(join(prefix, "bias"), beta_);
 }
 
 void BatchNorm2d::for_each_buffer(const BufferVisitor& visit, const std::string& prefix) {
@@ -62,7 +61,7 @@ void BatchNorm2d::for_each_buffer(const BufferVisitor& visit, const std::string&
 }
 
 void BatchNorm2d::release_activations() {
-  input_ = {};
+  WeightedLayer::release_activations();
   saved_mean_ = {};
   saved_invstd_ = {};
 }
@@ -78,7 +77,7 @@ Tensor BatchNorm2d::forward_impl(const Tensor& x, Context& ctx) {
   }
   Tensor y = ctx.backend.empty(x.shape(), x.dtype(), x.layout());
   if (ctx.mode == Mode::eval) {
-    ctx.backend.batch_norm_forward_inference(x, gamma_.value, beta_.value, running_mean_, running_var_, options_.eps,
+    ctx.backend.batch_norm_forward_inference(x, gamma().value, beta().value, running_mean_, running_var_, options_.eps,
                                              y);
     release_activations();
     return y;
@@ -91,20 +90,23 @@ Tensor BatchNorm2d::forward_impl(const Tensor& x, Context& ctx) {
   const Shape channels{options_.channels};
   saved_mean_ = ctx.backend.empty(channels);
   saved_invstd_ = ctx.backend.empty(channels);
-  ctx.backend.batch_norm_forward_training(x, gamma_.value, beta_.value, running_mean_, running_var_, options_.momentum,
-                                          options_.eps, y, saved_mean_, saved_invstd_);
-  input_ = x;
+  ctx.backend.batch_norm_forward_training(x, gamma().value, beta().value, running_mean_, running_var_,
+                                          options_.momentum, options_.eps, y, saved_mean_, saved_invstd_);
+  keep_for_backward(x, Tensor(), ctx.mode);  // the kernels take the f32 gamma itself: no compute weight
   return y;
 }
 
 Tensor BatchNorm2d::backward_impl(const Tensor& dy, Context& ctx) {
-  if (dy.shape() != input_.shape()) {
+  const Tensor& x = input();
+  if (dy.shape() != x.shape()) {
     throw std::invalid_argument(describe() + ": the output gradient is " + dy.describe() + ", expected " +
-                                to_string(input_.shape()) + " (the shape of the last forward's output)");
+                                to_string(x.shape()) + " (the shape of the last forward's output)");
   }
-  Tensor dx = ctx.backend.empty(input_.shape(), input_.dtype(), input_.layout());
-  ctx.backend.batch_norm_backward(input_, dy, gamma_.value, saved_mean_, saved_invstd_, dx,
-                                  gradient(gamma_, ctx.backend), gradient(beta_, ctx.backend));
+  Tensor dx = ctx.backend.empty(x.shape(), x.dtype(), x.layout());
+  // Batch norm's kernels take f32 parameters whatever x's dtype: the gradients are the f32 ones.
+  accumulate_gradients(ctx.backend, DType::f32, [&](const Tensor& dgamma, const Tensor& dbeta) {
+    ctx.backend.batch_norm_backward(x, dy, gamma().value, saved_mean_, saved_invstd_, dx, dgamma, dbeta);
+  });
   release_activations();
   return dx;
 }

@@ -23,8 +23,11 @@ namespace {
 
 constexpr std::string_view format_key = "stoke.format";
 constexpr std::string_view format_version = "1";
-constexpr std::array<std::string_view, 6> reserved_keys = {"stoke.format", "stoke.epoch",      "stoke.step",
-                                                           "stoke.lr",     "stoke.loss_scale", "stoke.seed"};
+constexpr std::string_view optimizer_key = "stoke.optimizer";
+// The optimizer whose state a file holds when it does not say: Sgd's checkpoints never did.
+constexpr std::string_view default_optimizer = "sgd";
+constexpr std::array<std::string_view, 7> reserved_keys = {"stoke.format",     "stoke.epoch", "stoke.step", "stoke.lr",
+                                                           "stoke.loss_scale", "stoke.seed",  optimizer_key};
 
 bool is_reserved(std::string_view key) {
   for (const std::string_view reserved : reserved_keys) {
@@ -39,7 +42,7 @@ struct Named {
 };
 
 // What a checkpoint of this model (and optimizer) holds, in the order it is written.
-std::vector<Named> collect(Layer& model, Sgd* optimizer) {
+std::vector<Named> collect(Layer& model, Optimizer* optimizer) {
   std::vector<Named> tensors;
   model.for_each_parameter([&](const std::string& name, Parameter& p) { tensors.push_back({name, p.value}); });
   model.for_each_buffer([&](const std::string& name, Tensor& buffer) { tensors.push_back({name, buffer}); });
@@ -117,7 +120,7 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 
 bool is_optimizer_state(std::string_view name) { return name.starts_with(optimizer_state_prefix); }
 
-TrainingState load(const std::filesystem::path& path, Layer& model, Sgd* optimizer, StreamView stream,
+TrainingState load(const std::filesystem::path& path, Layer& model, Optimizer* optimizer, StreamView stream,
                    bool stoke_file_required) {
   SafetensorsFile file = read_safetensors(path);
   TrainingState state = read_state(path, file.metadata, stoke_file_required);
@@ -127,6 +130,14 @@ TrainingState load(const std::filesystem::path& path, Layer& model, Sgd* optimiz
   for (TensorRecord& record : file.tensors) {
     in_file.emplace(record.name, &record);
     file_has_optimizer_state = file_has_optimizer_state || is_optimizer_state(record.name);
+  }
+
+  // State of another kind of optimizer is one mismatch, not a list of every tensor's.
+  std::string other_optimizer;
+  if (optimizer != nullptr && file_has_optimizer_state) {
+    const auto named = file.metadata.find(std::string(optimizer_key));
+    const std::string saved = named != file.metadata.end() ? named->second : std::string(default_optimizer);
+    if (saved != optimizer->name()) other_optimizer = saved;
   }
 
   // Check everything first, so that a mismatch leaves the model as it was.
@@ -144,7 +155,7 @@ TrainingState load(const std::filesystem::path& path, Layer& model, Sgd* optimiz
     if (found == in_file.end()) {
       if (is_optimizer_state(target.name) && !file_has_optimizer_state) {
         optimizer_state_missing = true;
-      } else {
+      } else if (!(is_optimizer_state(target.name) && !other_optimizer.empty())) {
         missing.push_back(target.name);
       }
       sources.push_back(nullptr);
@@ -162,7 +173,8 @@ TrainingState load(const std::filesystem::path& path, Layer& model, Sgd* optimiz
     sources.push_back(found->second);
   }
   for (const TensorRecord& record : file.tensors) {
-    if (optimizer == nullptr && is_optimizer_state(record.name)) continue;  // weights only: not asked for
+    // Weights only (not asked for), or another optimizer's state (one problem, below).
+    if ((optimizer == nullptr || !other_optimizer.empty()) && is_optimizer_state(record.name)) continue;
     if (!wanted.contains(record.name)) unexpected.push_back(record.name);
   }
 
@@ -171,6 +183,12 @@ TrainingState load(const std::filesystem::path& path, Layer& model, Sgd* optimiz
     problems.push_back(
         "it has no optimizer state (saved without an optimizer), but an optimizer was given to load "
         "it into (pass none to start the optimizer afresh)");
+  }
+  if (!other_optimizer.empty()) {
+    problems.push_back("its optimizer state is " + other_optimizer + "'s, but the optimizer to load it into is " +
+                       std::string(optimizer->name()) +
+                       " (load it with the same optimizer, or pass none to start the " +
+                       std::string(optimizer->name()) + " optimizer afresh)");
   }
   if (!missing.empty()) problems.push_back("missing in the checkpoint: " + join(missing, ", "));
   if (!unexpected.empty()) problems.push_back("not in the model: " + join(unexpected, ", "));
@@ -197,7 +215,7 @@ TrainingState load(const std::filesystem::path& path, Layer& model, Sgd* optimiz
 
 }  // namespace
 
-void save_checkpoint(const std::filesystem::path& path, Layer& model, Sgd* optimizer, const TrainingState& state,
+void save_checkpoint(const std::filesystem::path& path, Layer& model, Optimizer* optimizer, const TrainingState& state,
                      StreamView stream) {
   SafetensorsFile file;
   for (const auto& [key, value] : state.extra) {
@@ -213,6 +231,9 @@ void save_checkpoint(const std::filesystem::path& path, Layer& model, Sgd* optim
   file.metadata["stoke.lr"] = format_double(state.lr);
   file.metadata["stoke.loss_scale"] = format_double(state.loss_scale);
   file.metadata["stoke.seed"] = std::to_string(state.seed);
+  if (optimizer != nullptr && optimizer->name() != default_optimizer) {
+    file.metadata[std::string(optimizer_key)] = std::string(optimizer->name());
+  }
 
   const std::vector<Named> tensors = collect(model, optimizer);
   // Start every copy off the device, then wait once.
@@ -244,7 +265,8 @@ void save_checkpoint(const std::filesystem::path& path, Layer& model, Sgd* optim
   write_safetensors(path, file);
 }
 
-TrainingState load_checkpoint(const std::filesystem::path& path, Layer& model, Sgd* optimizer, StreamView stream) {
+TrainingState load_checkpoint(const std::filesystem::path& path, Layer& model, Optimizer* optimizer,
+                              StreamView stream) {
   return load(path, model, optimizer, stream, /*stoke_file_required=*/true);
 }
 

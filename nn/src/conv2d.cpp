@@ -51,14 +51,20 @@ Tensor he_normal(const Conv2dGeometry& g, std::uint64_t seed) {
   return w;
 }
 
+// Checks the options first, so a bad one is reported before anything is allocated.
+WeightedLayer::InitialValues initial_values(const Conv2dOptions& options) {
+  const Conv2dGeometry g = checked_geometry(options);
+  return {.weight = he_normal(g, options.seed),
+          .bias = options.bias ? Tensor::zeros({g.out_channels}) : Tensor(),
+          .weight_decays = true};
+}
+
 std::string pair(std::int64_t v) { return "(" + std::to_string(v) + ", " + std::to_string(v) + ")"; }
 
 }  // namespace
 
-Conv2d::Conv2d(const Conv2dOptions& options) : geometry_(checked_geometry(options)) {
-  weight_.value = he_normal(geometry_, options.seed);
-  if (options.bias) bias_ = Parameter{.value = Tensor::zeros({geometry_.out_channels}), .grad = {}, .decay = false};
-}
+Conv2d::Conv2d(const Conv2dOptions& options)
+    : WeightedLayer(initial_values(options)), geometry_(checked_geometry(options)) {}
 
 std::string Conv2d::describe() const {
   const Conv2dGeometry& g = geometry_;
@@ -67,13 +73,8 @@ std::string Conv2d::describe() const {
   if (g.padding != 0) text += ", padding=" + pair(g.padding);
   if (g.dilation != 1) text += ", dilation=" + pair(g.dilation);
   if (g.groups != 1) text += ", groups=" + std::to_string(g.groups);
-  if (!bias_) text += ", bias=False";
+  if (!has_bias()) text += ", bias=False";
   return text + ")";
-}
-
-void Conv2d::for_each_parameter(const ParameterVisitor& visit, const std::string& prefix) {
-  visit(join(prefix, "weight"), weight_);
-  if (bias_) visit(join(prefix, "bias"), *bias_);
 }
 
 Tensor Conv2d::forward_impl(const Tensor& x, Context& ctx) {
@@ -88,31 +89,25 @@ Tensor Conv2d::forward_impl(const Tensor& x, Context& ctx) {
   }
   Tensor y = ctx.backend.empty({x.dim(0), g.out_channels, g.output_size(x.dim(2)), g.output_size(x.dim(3))}, x.dtype(),
                                x.layout());
-  Tensor w = compute_value(weight_, x, ctx.backend);
-  ctx.backend.conv2d_forward(g, x, w, bias_ ? compute_value(*bias_, x, ctx.backend) : Tensor(), y);
-  if (ctx.mode == Mode::train) {
-    input_ = x;
-    compute_weight_ = std::move(w);  // backward's data gradient needs the same (cast) weights
-  } else {
-    release_activations();
-  }
+  auto [w, b] = compute_parameters(x, ctx.backend);
+  ctx.backend.conv2d_forward(g, x, w, b, y);
+  keep_for_backward(x, std::move(w), ctx.mode);  // backward's data gradient needs the same (cast) weights
   return y;
 }
 
 Tensor Conv2d::backward_impl(const Tensor& dy, Context& ctx) {
   const Conv2dGeometry& g = geometry_;
-  const Shape expected{input_.dim(0), g.out_channels, g.output_size(input_.dim(2)), g.output_size(input_.dim(3))};
+  const Tensor& x = input();
+  const Shape expected{x.dim(0), g.out_channels, g.output_size(x.dim(2)), g.output_size(x.dim(3))};
   if (dy.shape() != expected) {
     throw std::invalid_argument(describe() + ": gradient " + dy.describe() + "; expected the output's shape " +
                                 to_string(expected));
   }
-  Tensor dx = ctx.backend.empty(input_.shape(), input_.dtype(), input_.layout());
-  ctx.backend.conv2d_backward_data(g, dy, compute_weight_, dx);
-  GradientTarget dw(weight_, input_.dtype(), ctx.backend);
-  GradientTarget db = bias_ ? GradientTarget(*bias_, input_.dtype(), ctx.backend) : GradientTarget();
-  ctx.backend.conv2d_backward_filter(g, input_, dy, dw.tensor(), db.tensor());
-  dw.commit();
-  db.commit();
+  Tensor dx = ctx.backend.empty(x.shape(), x.dtype(), x.layout());
+  ctx.backend.conv2d_backward_data(g, dy, compute_weight(), dx);
+  accumulate_gradients(ctx.backend, x.dtype(), [&](const Tensor& dw, const Tensor& db) {
+    ctx.backend.conv2d_backward_filter(g, x, dy, dw, db);
+  });
   release_activations();
   return dx;
 }

@@ -6,18 +6,14 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define STOKE_NN_HOST_DEVICE __host__ __device__
-#else
-#define STOKE_NN_HOST_DEVICE
-#endif
+#include "host_device.hpp"
 
 namespace stoke::nn::dropout {
 
 inline constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
 /// stoke::graph::mix64, repeated here because device code cannot call the host's constexpr one
-/// (cuda_backend.cpp checks at compile time that the two agree).
+/// (elementwise_cuda.cpp checks at compile time that the two agree).
 STOKE_NN_HOST_DEVICE constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ULL;
@@ -38,5 +34,3 @@ STOKE_NN_HOST_DEVICE constexpr bool keeps(std::uint64_t seed, std::uint64_t inde
 }
 
 }  // namespace stoke::nn::dropout
-
-#undef STOKE_NN_HOST_DEVICE

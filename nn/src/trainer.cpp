@@ -1,6 +1,7 @@
 #include "stoke/nn/trainer.hpp"
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -30,7 +31,24 @@ const TrainerOptions& checked(const TrainerOptions& options) {
                                 std::to_string(s.growth) + ", backoff " + std::to_string(s.backoff) +
                                 ") need initial > 0, growth_interval >= 1, growth >= 1 and 0 < backoff < 1");
   }
+  if (options.loss && options.label_smoothing != 0) {
+    throw std::invalid_argument("Trainer: label_smoothing is " + std::to_string(options.label_smoothing) +
+                                " but a loss is given (" + std::string(options.loss->name()) +
+                                "); label smoothing is the default SoftmaxCrossEntropy's, give it to the loss");
+  }
   return options;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(Layer& model, Backend& backend, const TrainerOptions& options) {
+  if (!options.optimizer) return std::make_unique<Sgd>(model, backend, options.sgd);
+  std::unique_ptr<Optimizer> optimizer = options.optimizer(model, backend);
+  if (!optimizer) throw std::invalid_argument("Trainer: the optimizer factory returned no optimizer");
+  return optimizer;
+}
+
+std::shared_ptr<const Loss> make_loss(const TrainerOptions& options) {
+  if (options.loss) return options.loss;
+  return std::make_shared<SoftmaxCrossEntropy>(SoftmaxCrossEntropyOptions{.label_smoothing = options.label_smoothing});
 }
 
 }  // namespace
@@ -39,9 +57,9 @@ Trainer::Trainer(Layer& model, Backend& backend, const TrainerOptions& options)
     : model_(model),
       backend_(backend),
       options_(checked(options)),
-      optimizer_(model, backend, options.sgd),
+      optimizer_(make_optimizer(model, backend, options_)),
       schedule_(options.schedule),
-      loss_({.label_smoothing = options.label_smoothing}),
+      loss_(make_loss(options_)),
       loss_scale_(options.compute == DType::f16 ? options.loss_scale.initial : 1.0f) {}
 
 Tensor Trainer::prepare(const Tensor& images) {
@@ -65,7 +83,7 @@ LossResult Trainer::train_batch(const Tensor& images, const Tensor& labels) {
               .seed = options_.seed,
               .step = static_cast<std::uint64_t>(step_ * options_.accumulation + accumulated_)};
   const Tensor logits = model_.forward(x, ctx);
-  LossResult result = loss_.forward(logits, labels, ctx, loss_scale_);
+  LossResult result = loss_->forward(logits, labels, ctx, loss_scale_);
   model_.backward(result.dlogits, ctx);
   model_.release_activations();
   result.dlogits = {};
@@ -84,7 +102,7 @@ void Trainer::finish_step() {
     if (!backend_.all_finite_in(gradients)) {
       // The scale overflowed f16 somewhere in backward: these gradients are garbage. Skip the
       // step (the schedule moves on, as with PyTorch's GradScaler) and retry with half the scale.
-      optimizer_.zero_grad();
+      optimizer_->zero_grad();
       ++skipped_steps_;
       good_steps_ = 0;
       loss_scale_ *= options_.loss_scale.backoff;
@@ -98,7 +116,7 @@ void Trainer::finish_step() {
   }
   // The gradients hold the sum of `accumulation` batch means, times the loss scale: step with
   // their unscaled mean.
-  optimizer_.step(lr, 1.0f / (static_cast<float>(options_.accumulation) * loss_scale_));
+  optimizer_->step(lr, 1.0f / (static_cast<float>(options_.accumulation) * loss_scale_));
   if (options_.compute == DType::f16 && ++good_steps_ == options_.loss_scale.growth_interval) {
     loss_scale_ *= options_.loss_scale.growth;
     good_steps_ = 0;
@@ -110,7 +128,7 @@ LossResult Trainer::evaluate_batch(const Tensor& images, const Tensor& labels, T
   Context ctx{.backend = backend_, .mode = Mode::eval, .seed = options_.seed, .step = 0};
   const Tensor out = model_.forward(x, ctx);
   if (logits != nullptr) *logits = out;
-  return loss_.forward(out, labels, ctx);
+  return loss_->forward(out, labels, ctx);
 }
 
 Tensor Trainer::predict(const Tensor& images) {
@@ -126,11 +144,11 @@ void Trainer::save(const std::filesystem::path& path) {
                             .loss_scale = loss_scale_,
                             .seed = options_.seed,
                             .extra = metadata_};
-  save_checkpoint(path, model_, &optimizer_, state, backend_.stream());
+  save_checkpoint(path, model_, optimizer_.get(), state, backend_.stream());
 }
 
 void Trainer::load(const std::filesystem::path& path) {
-  const TrainingState state = load_checkpoint(path, model_, &optimizer_, backend_.stream());
+  const TrainingState state = load_checkpoint(path, model_, optimizer_.get(), backend_.stream());
   step_ = state.step;
   epoch_ = state.epoch;
   metadata_ = state.extra;
@@ -141,7 +159,7 @@ void Trainer::load(const std::filesystem::path& path) {
     loss_scale_ = state.loss_scale > 0 && std::isfinite(state.loss_scale) ? static_cast<float>(state.loss_scale)
                                                                           : options_.loss_scale.initial;
   }
-  optimizer_.zero_grad();
+  optimizer_->zero_grad();
 }
 
 }  // namespace stoke::nn

@@ -19,13 +19,8 @@ namespace {
 
 using testing::CpuFixture;
 using testing::expect_gradients_match;
+using testing::expect_values;
 using testing::random_tensor;
-
-void expect_values(const Tensor& t, const std::vector<double>& expected, double tolerance, const std::string& what) {
-  const std::vector<float> actual = t.to_vector();
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tolerance) << what << " " << i;
-}
 
 void set_values(const Tensor& t, const std::vector<float>& values) {
   ASSERT_EQ(t.numel(), static_cast<std::int64_t>(values.size()));

@@ -2,7 +2,6 @@
 // file as an independent reader sees it; every kind of mismatch in one message; an atomic write
 // that leaves the old checkpoint on failure; and weights-only loading.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "../gpu/expect_throw.hpp"
+#include "temp_folder.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -119,17 +119,8 @@ TrainingState sample_state() {
           .extra = {{"model", "two holders"}, {"argv", "train --epochs 90"}}};
 }
 
-class Checkpoints : public ::testing::Test {
+class Checkpoints : public testing::TempFolderTest {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("stoke_checkpoint_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
   std::unique_ptr<Backend> backend_ = make_backend(Device::cpu());
 };
 

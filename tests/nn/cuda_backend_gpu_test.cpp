@@ -361,6 +361,33 @@ TEST_P(CudaBackendTest, SoftmaxCrossEntropyMatchesTheCpu) {
   EXPECT_TRUE(std::isnan(stats_gpu.to_vector(*stream_)[0]));
 }
 
+TEST_P(CudaBackendTest, BinaryCrossEntropyMatchesTheCpu) {
+  const std::int64_t n = 5, k = 300;                 // more classes than a block has threads
+  const Tensor logits = input({n, k}, 42, -30, 30);  // far enough out that softplus must be stable
+  const Tensor targets = random_tensor({n, k}, 43, 0, 1);
+  const Tensor pos_weight = random_tensor({k}, 44, 0.5, 3);
+  // Row 0 right everywhere: its targets follow its logits' signs.
+  for (std::int64_t j = 0; j < k; ++j) {
+    targets.f32()[static_cast<std::size_t>(j)] = logits.f32()[static_cast<std::size_t>(j)] > 0 ? 1.0f : 0.0f;
+  }
+  for (const bool weighted : {false, true}) {
+    SCOPED_TRACE(weighted ? "pos_weight" : "no pos_weight");
+    Tensor stats_cpu({2}), dlogits_cpu({n, k});
+    cpu_->binary_cross_entropy_with_logits(logits, targets, weighted ? pos_weight : Tensor(), 0.5f, stats_cpu,
+                                           dlogits_cpu);
+    const Tensor stats_gpu = gpu_->empty({2}, DType::f32, TensorLayout::nchw);
+    const Tensor dlogits_gpu = gpu_->empty({n, k}, dtype(), TensorLayout::nchw);
+    gpu_->binary_cross_entropy_with_logits(up(logits), up(targets, DType::f32),
+                                           weighted ? up(pos_weight, DType::f32) : Tensor(), 0.5f, stats_gpu,
+                                           dlogits_gpu);
+    const std::vector<float> stats = stats_gpu.to_vector(*stream_);
+    EXPECT_NEAR(stats[0], stats_cpu.f32()[0], 1e-5 * std::abs(static_cast<double>(stats_cpu.f32()[0])));
+    EXPECT_EQ(stats[1], stats_cpu.f32()[1]);
+    EXPECT_GE(stats[1], 1.0f);
+    expect_close(dlogits_cpu, down(dlogits_gpu), tol(), "dlogits");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(DtypesAndLayouts, CudaBackendTest,
                          ::testing::Values(std::tuple{DType::f32, TensorLayout::nchw},
                                            std::tuple{DType::f32, TensorLayout::nhwc},
@@ -395,6 +422,22 @@ TEST_F(CudaBackendF32Test, SgdUpdateMatchesTheCpu) {
     gpu_->sgd_update(param_gpu, grad_gpu, step.momentum != 0 ? buffer_gpu : Tensor(), step);
     expect_close(param, down(param_gpu), tolerance_of(DType::f32), "param");
     expect_close(buffer, down(buffer_gpu), tolerance_of(DType::f32), "momentum buffer");
+  }
+}
+
+TEST_F(CudaBackendF32Test, AdamWUpdateMatchesTheCpu) {
+  const AdamWStep steps[] = {
+      {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f},
+      {.lr = 0.02f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0, .grad_scale = 0.25f, .step = 7}};
+  for (const AdamWStep& step : steps) {
+    const Tensor param = random_tensor({1000}, 54), grad = random_tensor({1000}, 55),
+                 exp_avg = random_tensor({1000}, 56, -0.1, 0.1), exp_avg_sq = random_tensor({1000}, 57, 0, 0.01);
+    const Tensor param_gpu = up(param), grad_gpu = up(grad), exp_avg_gpu = up(exp_avg), exp_avg_sq_gpu = up(exp_avg_sq);
+    cpu_->adamw_update(param, grad, exp_avg, exp_avg_sq, step);
+    gpu_->adamw_update(param_gpu, grad_gpu, exp_avg_gpu, exp_avg_sq_gpu, step);
+    expect_close(param, down(param_gpu), tolerance_of(DType::f32), "param");
+    expect_close(exp_avg, down(exp_avg_gpu), tolerance_of(DType::f32), "exp_avg");
+    expect_close(exp_avg_sq, down(exp_avg_sq_gpu), tolerance_of(DType::f32), "exp_avg_sq");
   }
 }
 

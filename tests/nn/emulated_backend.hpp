@@ -125,12 +125,24 @@ class EmulatedBackend final : public Backend {
     Out out_dlogits(*this, dlogits, false);
     cpu_->softmax_cross_entropy(in(logits), labels, smoothing, grad_scale, stats, out_dlogits.work);
   }
+  void binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight,
+                                        float grad_scale, const Tensor& stats, const Tensor& dlogits) override {
+    Out out_dlogits(*this, dlogits, false);
+    cpu_->binary_cross_entropy_with_logits(in(logits), targets, pos_weight, grad_scale, stats, out_dlogits.work);
+  }
 
   void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                   const SgdStep& step) override {
     Out out_param(*this, param, true);
     Out out_buffer(*this, momentum_buffer, true);
     cpu_->sgd_update(out_param.work, in(grad), out_buffer.work, step);
+  }
+  void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                    const AdamWStep& step) override {
+    Out out_param(*this, param, true);
+    Out out_exp_avg(*this, exp_avg, true);
+    Out out_exp_avg_sq(*this, exp_avg_sq, true);
+    cpu_->adamw_update(out_param.work, in(grad), out_exp_avg.work, out_exp_avg_sq.work, step);
   }
   void cast(const Tensor& src, const Tensor& dst) override { cpu_->cast(src, dst); }
   bool all_finite(const Tensor& x) override { return cpu_->all_finite(x); }

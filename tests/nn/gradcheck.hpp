@@ -1,5 +1,5 @@
-// Test helpers for nn/ layers: random tensors, and a numeric gradient check of a layer's
-// backward against central differences of its forward (Caffe's gradient checker).
+// Test helpers for nn/ layers and losses: random tensors, and numeric gradient checks of a
+// layer's backward and a loss's dlogits against central differences (Caffe's gradient checker).
 //
 //   CpuFixture f;                                           // a CPU backend and a training context
 //   Tensor x = random_tensor({2, 3, 5, 5}, 1);
@@ -15,6 +15,7 @@
 #include <stoke/graph/random.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/layer.hpp>
+#include <stoke/nn/loss.hpp>
 #include <stoke/nn/tensor.hpp>
 #include <string>
 #include <vector>
@@ -27,6 +28,15 @@ inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, double lo = 
   graph::ItemRng rng(seed, 0, 0);
   for (float& v : t.f32()) v = static_cast<float>(rng.uniform(lo, hi));
   return t;
+}
+
+/// Expects t's elements (read as host floats) within `tolerance` of `expected`, each failure
+/// naming `what` and the element.
+inline void expect_values(const Tensor& t, const std::vector<double>& expected, double tolerance,
+                          const std::string& what) {
+  const std::vector<float> actual = t.to_vector();
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tolerance) << what << " " << i;
 }
 
 /// A CPU backend and a context in training mode.
@@ -94,6 +104,25 @@ inline void expect_gradients_match(Layer& layer, const Tensor& x, Context& ctx, 
     const std::vector<float> grad = p.grad.to_vector();
     detail::check_elements(layer, x, r, ctx, p.value, grad, layer.describe() + " " + name, options);
   });
+}
+
+/// Checks `loss`'s dlogits at `logits` (a host f32 tensor) against central differences of its mean
+/// loss, element by element (what dlogits is the gradient of, for grad_scale 1).
+inline void expect_loss_gradient_matches(const Loss& loss, const Tensor& logits, const Tensor& targets, Context& ctx,
+                                         double atol, double rtol = 1e-2) {
+  const std::vector<float> analytic = loss.forward(logits, targets, ctx).dlogits.to_vector();
+  const auto values = logits.f32();
+  constexpr double eps = 1e-2;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float original = values[i];
+    values[i] = static_cast<float>(static_cast<double>(original) + eps);
+    const double plus = loss.forward(logits, targets, ctx).read().loss;
+    values[i] = static_cast<float>(static_cast<double>(original) - eps);
+    const double minus = loss.forward(logits, targets, ctx).read().loss;
+    values[i] = original;
+    const double numeric = (plus - minus) / (2 * eps);
+    EXPECT_NEAR(analytic[i], numeric, atol + rtol * std::abs(numeric)) << loss.name() << " element " << i;
+  }
 }
 
 }  // namespace stoke::nn::testing

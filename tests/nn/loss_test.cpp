@@ -18,18 +18,13 @@ namespace stoke::nn {
 namespace {
 
 using testing::CpuFixture;
+using testing::expect_values;
 using testing::random_tensor;
 
 Tensor labels_of(const std::vector<std::int32_t>& values) {
   Tensor t({static_cast<std::int64_t>(values.size())}, DType::i32);
   std::copy(values.begin(), values.end(), t.data_as<std::int32_t>());
   return t;
-}
-
-void expect_values(const Tensor& t, const std::vector<double>& expected, double tolerance, const std::string& what) {
-  const std::vector<float> actual = t.to_vector();
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], tolerance) << what << " " << i;
 }
 
 // Reference numbers: torch 1.13, float64, torch.nn.CrossEntropyLoss(label_smoothing=s) on these
@@ -67,27 +62,11 @@ TEST(SoftmaxCrossEntropy, LabelSmoothingMatchesPyTorch) {
 }
 
 TEST(SoftmaxCrossEntropy, GradientMatchesCentralDifferences) {
-  // Not a Layer, so expect_gradients_match does not apply: the same check written out, on the
-  // mean loss (which is what dlogits is the gradient of, for grad_scale 1).
   CpuFixture f;
   for (const float smoothing : {0.0f, 0.2f}) {
     SCOPED_TRACE("label_smoothing " + std::to_string(smoothing));
-    const SoftmaxCrossEntropy loss({.label_smoothing = smoothing});
-    const Tensor logits = random_tensor({5, 7}, 61, -3, 3);
-    const Tensor labels = labels_of({0, 6, 3, 3, 1});
-    const std::vector<float> analytic = loss.forward(logits, labels, f.ctx).dlogits.to_vector();
-    const auto values = logits.f32();
-    constexpr double eps = 1e-2;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const float original = values[i];
-      values[i] = static_cast<float>(static_cast<double>(original) + eps);
-      const double plus = loss.forward(logits, labels, f.ctx).read().loss;
-      values[i] = static_cast<float>(static_cast<double>(original) - eps);
-      const double minus = loss.forward(logits, labels, f.ctx).read().loss;
-      values[i] = original;
-      const double numeric = (plus - minus) / (2 * eps);
-      EXPECT_NEAR(analytic[i], numeric, 2e-4 + 1e-2 * std::abs(numeric)) << "element " << i;
-    }
+    testing::expect_loss_gradient_matches(SoftmaxCrossEntropy({.label_smoothing = smoothing}),
+                                          random_tensor({5, 7}, 61, -3, 3), labels_of({0, 6, 3, 3, 1}), f.ctx, 2e-4);
   }
 }
 

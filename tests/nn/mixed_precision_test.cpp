@@ -3,7 +3,6 @@
 // kernels run on EmulatedBackend (half-precision storage, f32 arithmetic, NHWC; on the CPU), and
 // the results are compared with the f32 NCHW CpuBackend.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +24,7 @@
 #include "compare.hpp"
 #include "emulated_backend.hpp"
 #include "gradcheck.hpp"
+#include "temp_folder.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -198,17 +198,10 @@ TEST(MixedPrecisionLayers, AllFiniteInChecksEveryTensor) {
 
 // ---- the Trainer
 
-class MixedPrecisionTrainer : public ::testing::Test {
+class MixedPrecisionTrainer : public testing::TempFolderTest {
  protected:
   static constexpr std::int64_t kBatch = 16;
   static constexpr int kClasses = 10;
-
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("stoke_mixed_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   static std::unique_ptr<Sequential> model() {
     return make_model("small_cnn", {.classes = kClasses, .seed = 8, .width = 8});
@@ -225,7 +218,6 @@ class MixedPrecisionTrainer : public ::testing::Test {
 
   const Tensor images_ = random_tensor({kBatch, 3, 32, 32}, 77);
   const Tensor labels_ = labels_for(kBatch, kClasses);
-  fs::path dir_;
 };
 
 TEST_F(MixedPrecisionTrainer, Bf16ChannelsLastStepsFollowTheF32Steps) {

@@ -3,7 +3,6 @@
 // corrupt inputs (each with its message, and none crashing), and an independent reader in Python
 // (scripts/read_safetensors.py) agreeing on the values.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "../gpu/expect_throw.hpp"
+#include "temp_folder.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -79,18 +79,7 @@ SafetensorsFile sample_file() {
 }
 
 // A fresh folder per test, removed afterwards.
-class SafetensorsFiles : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("stoke_safetensors_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
-};
+class SafetensorsFiles : public testing::TempFolderTest {};
 
 std::vector<std::byte> read_all(const fs::path& path) {
   std::vector<std::byte> bytes(fs::file_size(path));
@@ -141,6 +130,21 @@ TEST(Safetensors, TinyFileHasTheExactBytes) {
   expected.push_back(std::byte{1});
   expected.push_back(std::byte{2});
   EXPECT_EQ(encode_safetensors(file), expected);
+}
+
+TEST(Safetensors, ControlCharactersAreWrittenAsUnicodeEscapes) {
+  // Checkpoints keep lists one entry per line (the class names): every control character is
+  // written \u00xx, as stoke's first checkpoints have it, never \n or \t, so the bytes of a
+  // checkpoint do not change with the JSON library that writes them.
+  SafetensorsFile file;
+  file.metadata["k"] = "a\nb\tc\x01\"\\/\b\f\r\x7f";
+  const std::vector<std::byte> bytes = encode_safetensors(file);
+  const std::string json(reinterpret_cast<const char*>(bytes.data() + 8), bytes.size() - 8);
+  std::string expected = R"({"__metadata__":{"k":"a\u000ab\u0009c\u0001\"\\/\u0008\u000c\u000d)"
+                         "\x7f\"}}";
+  expected.append((8 - expected.size() % 8) % 8, ' ');
+  EXPECT_EQ(json, expected);
+  EXPECT_EQ(decode_safetensors(bytes, "memory"), file);
 }
 
 TEST(Safetensors, EmptyFileIsAnEmptyObject) {
@@ -262,6 +266,9 @@ TEST(SafetensorsCorrupt, BadJson) {
   expect_corrupt(file_bytes(R"({"__metadata__":{"k":1}})"), "expected a string (__metadata__ 'k' must be a string)");
   expect_corrupt(file_bytes(R"({"__metadata__":{"k":"1","k":"2"}})"), "__metadata__ has the key 'k' twice");
   expect_corrupt(file_bytes(R"({"__metadata__":[]})"), "expected '{' to open __metadata__");
+  // A number where an object belongs is refused as soon as it is read, leading zero or not.
+  expect_corrupt(file_bytes(R"({"__metadata__":01})"), "expected '{' to open __metadata__, found a number");
+  expect_corrupt(file_bytes(R"({"a":1})"), "expected '{' to open tensor 'a', found a number");
 }
 
 TEST(SafetensorsCorrupt, EscapesDecode) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <string>
 #include <utility>
 
 #include "cuda_internal.hpp"
@@ -11,37 +12,50 @@
 namespace stoke::gpu {
 namespace {
 
-void check_same_device(StreamView current, StreamView next, const char* what) {
+// What differs between the libraries: three calls each, overloaded on the handle's type.
+void create(cublasHandle_t* handle) { STOKE_CUBLAS_CHECK(cublasCreate(handle)); }
+void bind(cublasHandle_t handle, cudaStream_t stream) { STOKE_CUBLAS_CHECK(cublasSetStream(handle, stream)); }
+void destroy(cublasHandle_t handle) noexcept { STOKE_CUBLAS_REPORT(cublasDestroy(handle)); }
+
+void create(cudnnHandle_t* handle) { STOKE_CUDNN_CHECK(cudnnCreate(handle)); }
+void bind(cudnnHandle_t handle, cudaStream_t stream) { STOKE_CUDNN_CHECK(cudnnSetStream(handle, stream)); }
+void destroy(cudnnHandle_t handle) noexcept { STOKE_CUDNN_REPORT(cudnnDestroy(handle)); }
+
+void check_same_device(StreamView current, StreamView next, const std::string& what) {
   if (next.device() != current.device())
-    throw DeviceError(std::string(what) + ": the handle belongs to " + current.device().str() + " but the stream to " +
+    throw DeviceError(what + ": the handle belongs to " + current.device().str() + " but the stream to " +
                       next.device().str() + "; create a handle for each device");
 }
 
 }  // namespace
 
-// ---- CublasHandle ----------------------------------------------------------------------------
-
-CublasHandle::CublasHandle(StreamView stream) {
-  const cudaStream_t native = detail::native_stream(stream, "a CublasHandle");
-  const DeviceGuard guard(stream.device());  // a cuBLAS handle belongs to the current device
-  cublasHandle_t handle = nullptr;
-  STOKE_CUBLAS_CHECK(cublasCreate(&handle));
+template <class Library>
+LibraryHandle<Library>::LibraryHandle(StreamView stream) {
+  const cudaStream_t native = detail::native_stream(stream, (std::string("a ") + Library::handle_name).c_str());
+  const DeviceGuard guard(stream.device());  // a handle belongs to the current device
+  Native handle = nullptr;
+  create(&handle);
   handle_ = handle;
   stream_ = stream;
   try {
-    STOKE_CUBLAS_CHECK(cublasSetStream(handle_, native));
+    bind(handle_, native);
   } catch (...) {
     reset();
     throw;
   }
 }
 
-CublasHandle::~CublasHandle() { reset(); }
+template <class Library>
+LibraryHandle<Library>::~LibraryHandle() {
+  reset();
+}
 
-CublasHandle::CublasHandle(CublasHandle&& other) noexcept
+template <class Library>
+LibraryHandle<Library>::LibraryHandle(LibraryHandle&& other) noexcept
     : stream_(std::exchange(other.stream_, StreamView::host())), handle_(std::exchange(other.handle_, nullptr)) {}
 
-CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
+template <class Library>
+LibraryHandle<Library>& LibraryHandle<Library>::operator=(LibraryHandle&& other) noexcept {
   if (this != &other) {
     reset();
     stream_ = std::exchange(other.stream_, StreamView::host());
@@ -50,67 +64,26 @@ CublasHandle& CublasHandle::operator=(CublasHandle&& other) noexcept {
   return *this;
 }
 
-void CublasHandle::set_stream(StreamView stream) {
-  if (handle_ == nullptr) throw DeviceError("CublasHandle::set_stream on an empty handle (moved from?)");
-  const cudaStream_t native = detail::native_stream(stream, "CublasHandle::set_stream");
-  check_same_device(stream_, stream, "CublasHandle::set_stream");
-  STOKE_CUBLAS_CHECK(cublasSetStream(handle_, native));
+template <class Library>
+void LibraryHandle<Library>::set_stream(StreamView stream) {
+  const std::string what = std::string(Library::handle_name) + "::set_stream";
+  if (handle_ == nullptr) throw DeviceError(what + " on an empty handle (moved from?)");
+  const cudaStream_t native = detail::native_stream(stream, what.c_str());
+  check_same_device(stream_, stream, what);
+  bind(handle_, native);
   stream_ = stream;
 }
 
-void CublasHandle::reset() noexcept {
+template <class Library>
+void LibraryHandle<Library>::reset() noexcept {
   if (handle_ != nullptr) {
     const detail::CleanupDeviceScope scope(stream_.device());
-    STOKE_CUBLAS_REPORT(cublasDestroy(handle_));
+    destroy(handle_);
   }
   handle_ = nullptr;
 }
 
-// ---- CudnnHandle -----------------------------------------------------------------------------
-
-CudnnHandle::CudnnHandle(StreamView stream) {
-  const cudaStream_t native = detail::native_stream(stream, "a CudnnHandle");
-  const DeviceGuard guard(stream.device());  // a cuDNN handle belongs to the current device
-  cudnnHandle_t handle = nullptr;
-  STOKE_CUDNN_CHECK(cudnnCreate(&handle));
-  handle_ = handle;
-  stream_ = stream;
-  try {
-    STOKE_CUDNN_CHECK(cudnnSetStream(handle_, native));
-  } catch (...) {
-    reset();
-    throw;
-  }
-}
-
-CudnnHandle::~CudnnHandle() { reset(); }
-
-CudnnHandle::CudnnHandle(CudnnHandle&& other) noexcept
-    : stream_(std::exchange(other.stream_, StreamView::host())), handle_(std::exchange(other.handle_, nullptr)) {}
-
-CudnnHandle& CudnnHandle::operator=(CudnnHandle&& other) noexcept {
-  if (this != &other) {
-    reset();
-    stream_ = std::exchange(other.stream_, StreamView::host());
-    handle_ = std::exchange(other.handle_, nullptr);
-  }
-  return *this;
-}
-
-void CudnnHandle::set_stream(StreamView stream) {
-  if (handle_ == nullptr) throw DeviceError("CudnnHandle::set_stream on an empty handle (moved from?)");
-  const cudaStream_t native = detail::native_stream(stream, "CudnnHandle::set_stream");
-  check_same_device(stream_, stream, "CudnnHandle::set_stream");
-  STOKE_CUDNN_CHECK(cudnnSetStream(handle_, native));
-  stream_ = stream;
-}
-
-void CudnnHandle::reset() noexcept {
-  if (handle_ != nullptr) {
-    const detail::CleanupDeviceScope scope(stream_.device());
-    STOKE_CUDNN_REPORT(cudnnDestroy(handle_));
-  }
-  handle_ = nullptr;
-}
+template class LibraryHandle<CublasLibrary>;
+template class LibraryHandle<CudnnLibrary>;
 
 }  // namespace stoke::gpu

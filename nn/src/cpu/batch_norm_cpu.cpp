@@ -66,8 +66,8 @@ template <class F>
 void for_channels(const Planes& p, F&& f) {
   // A block should hold some tens of thousands of elements before a task is worth its overhead.
   const std::int64_t grain = std::max<std::int64_t>(1, (1 << 15) / std::max<std::int64_t>(1, p.per_channel()));
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, p.c, grain),
-                    [&](const tbb::blocked_range<std::int64_t>& channels) { f(channels.begin(), channels.end()); });
+  isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, p.c, grain),
+                        [&](const tbb::blocked_range<std::int64_t>& channels) { f(channels.begin(), channels.end()); });
 }
 
 // The float partial sums of a block, and the most elements of a plane summed in float (see the

@@ -305,7 +305,7 @@ void for_each_tap(const ConvDims& d, F&& f) {
 
 void depthwise_forward(const ConvDims& d, const float* x, const float* w, const float* b, float* y) {
   const Index multiplier = d.out_per_group;
-  tbb::parallel_for(tbb::blocked_range<Index>(0, d.n * d.out_c), [&](const tbb::blocked_range<Index>& r) {
+  isolated_parallel_for(tbb::blocked_range<Index>(0, d.n * d.out_c), [&](const tbb::blocked_range<Index>& r) {
     for (Index i = r.begin(); i != r.end(); ++i) {
       const Index oc = i % d.out_c;
       const float* in = x + (i / d.out_c * d.in_c + oc / multiplier) * d.in_plane;
@@ -325,7 +325,7 @@ void depthwise_forward(const ConvDims& d, const float* x, const float* w, const 
 void depthwise_backward_data(const ConvDims& d, const float* dy, const float* w, float* dx) {
   const Index multiplier = d.out_per_group;
   // One task per input plane: it gathers from each of its `multiplier` output channels.
-  tbb::parallel_for(tbb::blocked_range<Index>(0, d.n * d.in_c), [&](const tbb::blocked_range<Index>& r) {
+  isolated_parallel_for(tbb::blocked_range<Index>(0, d.n * d.in_c), [&](const tbb::blocked_range<Index>& r) {
     for (Index i = r.begin(); i != r.end(); ++i) {
       const Index image = i / d.in_c, c = i % d.in_c;
       float* out = dx + i * d.in_plane;
@@ -347,7 +347,7 @@ void depthwise_backward_data(const ConvDims& d, const float* dy, const float* w,
 void depthwise_backward_filter(const ConvDims& d, const float* x, const float* dy, float* dw) {
   const Index multiplier = d.out_per_group;
   // One task per output channel: it owns its filter's gradient, so there is nothing to reduce.
-  tbb::parallel_for(tbb::blocked_range<Index>(0, d.out_c), [&](const tbb::blocked_range<Index>& r) {
+  isolated_parallel_for(tbb::blocked_range<Index>(0, d.out_c), [&](const tbb::blocked_range<Index>& r) {
     std::vector<double> taps(static_cast<std::size_t>(d.k * d.k));
     for (Index oc = r.begin(); oc != r.end(); ++oc) {
       std::fill(taps.begin(), taps.end(), 0.0);
@@ -389,7 +389,7 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const 
   const Index tile_size = tile_images(d);
   const Index tiles = (d.n + tile_size - 1) / tile_size;
   const Index columns = tile_size * d.plane;
-  tbb::parallel_for(tbb::blocked_range<Index>(0, tiles, 1), [&](const tbb::blocked_range<Index>& r) {
+  isolated_parallel_for(tbb::blocked_range<Index>(0, tiles, 1), [&](const tbb::blocked_range<Index>& r) {
     const Scratch col_block(*pool_, d.col_rows * columns), out_block(*pool_, d.out_per_group * columns);
     float* col = col_block.data();
     float* out = out_block.data();
@@ -434,7 +434,7 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy,
   const Index tile_size = tile_images(d);
   const Index tiles = (d.n + tile_size - 1) / tile_size;
   const Index columns = tile_size * d.plane;
-  tbb::parallel_for(tbb::blocked_range<Index>(0, tiles, 1), [&](const tbb::blocked_range<Index>& r) {
+  isolated_parallel_for(tbb::blocked_range<Index>(0, tiles, 1), [&](const tbb::blocked_range<Index>& r) {
     const Scratch col_block(*pool_, d.col_rows * columns), grad_block(*pool_, d.out_per_group * columns);
     float* col = col_block.data();
     float* grads = grad_block.data();
@@ -476,7 +476,7 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x
 
   if (db.defined()) {
     float* db_data = db.data_as<float>();
-    tbb::parallel_for(tbb::blocked_range<Index>(0, d.out_c), [&](const tbb::blocked_range<Index>& r) {
+    isolated_parallel_for(tbb::blocked_range<Index>(0, d.out_c), [&](const tbb::blocked_range<Index>& r) {
       for (Index oc = r.begin(); oc != r.end(); ++oc) {
         double sum = 0;
         for (Index image = 0; image < d.n; ++image) {
@@ -506,7 +506,7 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x
   const Index chunks = std::clamp<Index>(plan_concurrency(), 1, tiles);
   const Scratch partial_block(*pool_, chunks * weight_count);
   float* partial = partial_block.data();
-  tbb::parallel_for(
+  isolated_parallel_for(
       tbb::blocked_range<Index>(0, chunks, 1),
       [&](const tbb::blocked_range<Index>& r) {
         const Scratch col_block(*pool_, d.col_rows * columns), grad_block(*pool_, d.out_per_group * columns);
@@ -531,7 +531,7 @@ void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x
         }
       },
       tbb::simple_partitioner());
-  tbb::parallel_for(tbb::blocked_range<Index>(0, weight_count, 4096), [&](const tbb::blocked_range<Index>& r) {
+  isolated_parallel_for(tbb::blocked_range<Index>(0, weight_count, 4096), [&](const tbb::blocked_range<Index>& r) {
     for (Index i = r.begin(); i != r.end(); ++i) {
       float total = 0;
       for (Index chunk = 0; chunk < chunks; ++chunk) total += partial[chunk * weight_count + i];

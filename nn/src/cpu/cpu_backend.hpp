@@ -5,11 +5,19 @@
 //
 // Its methods live in one file per kind of kernel: conv2d_cpu.cpp, linear_cpu.cpp,
 // batch_norm_cpu.cpp, elementwise_cpu.cpp (relu, add, dropout, cast, scale, all_finite),
-// pooling_cpu.cpp, loss_cpu.cpp, optimizer_cpu.cpp; cpu_backend.cpp has the rest.
+// pooling_cpu.cpp, loss_cpu.cpp (softmax and binary cross-entropy), optimizer_cpu.cpp (SGD and
+// AdamW); cpu_backend.cpp has the rest.
+//
+// Every parallel loop of the kernels goes through isolated_parallel_for/_reduce below, so a call
+// can be made from inside a oneTBB task of the pipeline (a graph stage) without wrapping it in
+// tbb::this_task_arena::isolate: while a kernel's thread waits for its loop, it runs only that
+// loop's tasks.
 #pragma once
 
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+#include <oneapi/tbb/task_arena.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -68,8 +76,12 @@ class CpuBackend final : public Backend {
 
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
                              const Tensor& stats, const Tensor& dlogits) override;
+  void binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight,
+                                        float grad_scale, const Tensor& stats, const Tensor& dlogits) override;
 
   void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
+  void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                    const AdamWStep& step) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   bool all_finite(const Tensor& x) override;
   void scale(const Tensor& x, float alpha) override;
@@ -108,19 +120,37 @@ class HostPool {
   std::shared_ptr<State> state_;
 };
 
+/// tbb::parallel_for(range, body, partitioner...) with the calling thread isolated: while it
+/// waits for the loop's tasks it takes no other task of the arena. Without this, a pipeline
+/// thread that runs a step and waits in a kernel's loop could pick up an unrelated task (another
+/// stage's body, the next batch's step) and hold the step until that task ends, or re-enter the
+/// backend, which is used by one thread at a time. How the range is cut is tbb::parallel_for's,
+/// unchanged.
+template <class Range, class Body, class... Partitioner>
+void isolated_parallel_for(const Range& range, const Body& body, const Partitioner&... partitioner) {
+  tbb::this_task_arena::isolate([&] { tbb::parallel_for(range, body, partitioner...); });
+}
+
+/// tbb::parallel_reduce(range, identity, body, reduction), isolated as isolated_parallel_for.
+template <class Range, class Value, class Body, class Reduction>
+Value isolated_parallel_reduce(const Range& range, const Value& identity, const Body& body,
+                               const Reduction& reduction) {
+  return tbb::this_task_arena::isolate([&] { return tbb::parallel_reduce(range, identity, body, reduction); });
+}
+
 /// Elements per task of the elementwise kernels: enough work to pay for a task.
 inline constexpr std::int64_t kGrain = std::int64_t{1} << 16;
 
 /// Calls body(begin, end) over [0, n) in chunks of about kGrain elements, in parallel (on the
-/// calling thread alone when n is small).
+/// calling thread alone when n is small), isolated as isolated_parallel_for.
 template <class Body>
 void for_chunks(std::int64_t n, const Body& body) {
   if (n <= kGrain) {
     if (n > 0) body(std::int64_t{0}, n);
     return;
   }
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, kGrain),
-                    [&](const tbb::blocked_range<std::int64_t>& range) { body(range.begin(), range.end()); });
+  isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, n, kGrain),
+                        [&](const tbb::blocked_range<std::int64_t>& range) { body(range.begin(), range.end()); });
 }
 
 /// Throws std::invalid_argument naming `what` unless `t` is an f32 tensor on the CPU in NCHW

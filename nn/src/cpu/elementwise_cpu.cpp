@@ -215,7 +215,7 @@ bool CpuBackend::all_finite(const Tensor& x) {
     return true;
   };
   if (n <= kGrain) return chunk_finite(0, n);
-  return tbb::parallel_reduce(
+  return isolated_parallel_reduce(
       tbb::blocked_range<std::int64_t>(0, n, kGrain), true,
       [&](const tbb::blocked_range<std::int64_t>& range, bool finite) {
         return finite && chunk_finite(range.begin(), range.end());

@@ -59,19 +59,19 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
   const float* wp = w.data_as<const float>();
   float* yp = y.data_as<float>();
 
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(2 * in * out)),
-                    [&](const tbb::blocked_range<std::int64_t>& rows) {
-                      const std::int64_t begin = rows.begin();
-                      const std::int64_t count = static_cast<std::int64_t>(rows.size());
-                      float* y_rows = yp + begin * out;
-                      // The bias goes in first and sgemm adds x w^T onto it (beta = 1).
-                      if (bias != nullptr) {
-                        for (std::int64_t i = 0; i < count; ++i) std::copy(bias, bias + out, y_rows + i * out);
-                      }
-                      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(count), as_int(out), as_int(in), 1.0f,
-                                  xp + begin * in, as_int(in), wp, as_int(in), bias != nullptr ? 1.0f : 0.0f, y_rows,
-                                  as_int(out));
-                    });
+  isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(2 * in * out)),
+                        [&](const tbb::blocked_range<std::int64_t>& rows) {
+                          const std::int64_t begin = rows.begin();
+                          const std::int64_t count = static_cast<std::int64_t>(rows.size());
+                          float* y_rows = yp + begin * out;
+                          // The bias goes in first and sgemm adds x w^T onto it (beta = 1).
+                          if (bias != nullptr) {
+                            for (std::int64_t i = 0; i < count; ++i) std::copy(bias, bias + out, y_rows + i * out);
+                          }
+                          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(count), as_int(out), as_int(in),
+                                      1.0f, xp + begin * in, as_int(in), wp, as_int(in), bias != nullptr ? 1.0f : 0.0f,
+                                      y_rows, as_int(out));
+                        });
 }
 
 void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx, const Tensor& dw,
@@ -94,24 +94,24 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor&
     require_shape(dx, {n, in}, "dx");
     float* dxp = dx.data_as<float>();
     // dx {N, in} = dy {N, out} w {out, in}, by blocks of rows of dx.
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(2 * in * out)),
-                      [&](const tbb::blocked_range<std::int64_t>& rows) {
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(rows.size()), as_int(in),
-                                    as_int(out), 1.0f, dyp + rows.begin() * out, as_int(out), wp, as_int(in), 0.0f,
-                                    dxp + rows.begin() * in, as_int(in));
-                      });
+    isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(2 * in * out)),
+                          [&](const tbb::blocked_range<std::int64_t>& rows) {
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(rows.size()), as_int(in),
+                                        as_int(out), 1.0f, dyp + rows.begin() * out, as_int(out), wp, as_int(in), 0.0f,
+                                        dxp + rows.begin() * in, as_int(in));
+                          });
   }
   if (dw.defined()) {
     require_cpu_f32(dw, "linear_backward's dw");
     require_shape(dw, {out, in}, "dw");
     float* dwp = dw.data_as<float>();
     // dw {out, in} += dy^T {out, N} x {N, in}, by blocks of rows of dw (columns of dy).
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, out, row_grain(2 * in * n)),
-                      [&](const tbb::blocked_range<std::int64_t>& rows) {
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_int(rows.size()), as_int(in), as_int(n),
-                                    1.0f, dyp + rows.begin(), as_int(out), xp, as_int(in), 1.0f,
-                                    dwp + rows.begin() * in, as_int(in));
-                      });
+    isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, out, row_grain(2 * in * n)),
+                          [&](const tbb::blocked_range<std::int64_t>& rows) {
+                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_int(rows.size()), as_int(in),
+                                        as_int(n), 1.0f, dyp + rows.begin(), as_int(out), xp, as_int(in), 1.0f,
+                                        dwp + rows.begin() * in, as_int(in));
+                          });
   }
   if (db.defined()) {
     require_cpu_f32(db, "linear_backward's db");

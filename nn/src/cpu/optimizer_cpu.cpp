@@ -1,6 +1,7 @@
-// CpuBackend's optimizer kernel: one SGD step of one parameter, PyTorch's torch.optim.SGD with
-// dampening 0 (the formula is SgdStep's, backend.hpp). The momentum buffer starts at zero, so
-// the first step's buffer is the gradient itself, as PyTorch's first step makes it.
+// CpuBackend's optimizer kernels: one SGD step of one parameter, PyTorch's torch.optim.SGD with
+// dampening 0 (the formula is SgdStep's, backend.hpp; the momentum buffer starts at zero, so the
+// first step's buffer is the gradient itself, as PyTorch's first step makes it); and one AdamW
+// step, torch.optim.AdamW (AdamWStep's formula, computed by adamw_update.hpp as on CUDA).
 #include <oneapi/tbb/blocked_range.h>
 #include <oneapi/tbb/parallel_for.h>
 
@@ -8,14 +9,15 @@
 #include <stdexcept>
 #include <string>
 
+#include "../adamw_update.hpp"
 #include "cpu_backend.hpp"
 
 namespace stoke::nn {
 namespace {
 
-void require_count(const Tensor& t, std::int64_t count, const char* what) {
+void require_count(const Tensor& t, std::int64_t count, const char* kernel, const char* what) {
   if (t.numel() != count) {
-    throw std::invalid_argument(std::string("CpuBackend::sgd_update: ") + what + " " + t.describe() + " has " +
+    throw std::invalid_argument(std::string("CpuBackend::") + kernel + ": " + what + " " + t.describe() + " has " +
                                 std::to_string(t.numel()) + " elements, the parameter " + std::to_string(count));
   }
 }
@@ -26,11 +28,11 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tenso
                             const SgdStep& step) {
   require_cpu_f32(param, "sgd_update's param");
   require_cpu_f32(grad, "sgd_update's grad");
-  require_count(grad, param.numel(), "the gradient");
+  require_count(grad, param.numel(), "sgd_update", "the gradient");
   const bool with_momentum = step.momentum != 0;
   if (with_momentum) {
     require_cpu_f32(momentum_buffer, "sgd_update's momentum_buffer");
-    require_count(momentum_buffer, param.numel(), "the momentum buffer");
+    require_count(momentum_buffer, param.numel(), "sgd_update", "the momentum buffer");
   }
   float* p = param.data_as<float>();
   const float* d = grad.data_as<const float>();
@@ -46,6 +48,29 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tenso
       }
       p[i] -= s.lr * update;
     }
+  });
+}
+
+void CpuBackend::adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                              const AdamWStep& step) {
+  require_cpu_f32(param, "adamw_update's param");
+  require_cpu_f32(grad, "adamw_update's grad");
+  require_cpu_f32(exp_avg, "adamw_update's exp_avg");
+  require_cpu_f32(exp_avg_sq, "adamw_update's exp_avg_sq");
+  require_count(grad, param.numel(), "adamw_update", "the gradient");
+  require_count(exp_avg, param.numel(), "adamw_update", "exp_avg");
+  require_count(exp_avg_sq, param.numel(), "adamw_update", "exp_avg_sq");
+  if (step.step < 1) {
+    throw std::invalid_argument("CpuBackend::adamw_update: step " + std::to_string(step.step) +
+                                " is not a step number (they count from 1)");
+  }
+  float* p = param.data_as<float>();
+  const float* d = grad.data_as<const float>();
+  float* m = exp_avg.data_as<float>();
+  float* v = exp_avg_sq.data_as<float>();
+  const adamw::Scalars s = adamw::scalars(step);
+  for_chunks(param.numel(), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) adamw::update(p[i], d[i], m[i], v[i], s);
   });
 }
 

@@ -37,9 +37,10 @@ Shape pooled_shape(const Pool2dGeometry& g, const Tensor& x) {
 // Calls body(plane) for each of `planes` planes, in parallel.
 template <class Body>
 void for_planes(std::int64_t planes, const Body& body) {
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, planes), [&](const tbb::blocked_range<std::int64_t>& range) {
-    for (std::int64_t plane = range.begin(); plane < range.end(); ++plane) body(plane);
-  });
+  isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, planes),
+                        [&](const tbb::blocked_range<std::int64_t>& range) {
+                          for (std::int64_t plane = range.begin(); plane < range.end(); ++plane) body(plane);
+                        });
 }
 
 // The index in its plane of the maximum of output cell (oh, ow)'s window, -1 when the window

@@ -5,7 +5,7 @@
 // calls are ordered on one stream, so they never use it at the same time).
 //
 // The bias is added, and its gradient summed, by CudaBackend's own per-channel kernels
-// (kernels.cu), which take every dtype and layout alike.
+// (bias_kernels.cu), which take every dtype and layout alike.
 #include <cudnn.h>
 
 #include <algorithm>

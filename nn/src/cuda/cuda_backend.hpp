@@ -1,11 +1,15 @@
 // CudaBackend: nn's kernels on one CUDA device, enqueued on one stream (backend.hpp). f32,
 // bf16 and f16; NCHW and NHWC. Convolutions are cuDNN's (the algorithm of each distinct problem
 // found once by cuDNN's own timing search, with one shared workspace), Linear is cuBLAS's GEMM,
-// everything else is a plain kernel of kernels.cu. Memory comes from a caching pool
+// everything else is a plain kernel (kernels.hpp). Memory comes from a caching pool
 // (device_pool.hpp), so a step allocates nothing from the driver once the shapes are known.
 //
-// Its methods live in one file per kind of kernel: conv2d_cuda.cpp (cuDNN), linear_cuda.cpp
-// (cuBLAS); cuda_backend.cpp has the rest.
+// Its methods live in one file set per op family, as CpuBackend's: conv2d_cuda.cpp (cuDNN),
+// linear_cuda.cpp (cuBLAS), both with bias_kernels.cu; batch_norm_cuda.cpp +
+// batch_norm_kernels.cu; elementwise_cuda.cpp + elementwise_kernels.cu (relu, add, dropout,
+// cast, scale, all_finite); pooling_cuda.cpp + pooling_kernels.cu; loss_cuda.cpp +
+// loss_kernels.cu; optimizer_cuda.cpp + optimizer_kernels.cu. cuda_backend.cpp has the
+// construction, the memory and the workspace.
 #pragma once
 
 #include <cudnn.h>
@@ -72,8 +76,12 @@ class CudaBackend final : public Backend {
 
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
                              const Tensor& stats, const Tensor& dlogits) override;
+  void binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight,
+                                        float grad_scale, const Tensor& stats, const Tensor& dlogits) override;
 
   void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& step) override;
+  void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                    const AdamWStep& step) override;
   void cast(const Tensor& src, const Tensor& dst) override;
   bool all_finite(const Tensor& x) override;
   bool all_finite_in(std::span<const Tensor> xs) override;
@@ -90,6 +98,8 @@ class CudaBackend final : public Backend {
   };
   /// The workspace, grown to at least `bytes`.
   void* workspace(std::size_t bytes);
+  /// The losses' per-row scratch: f32 {max(rows, 1), 2} from the pool (loss_cuda.cpp).
+  Tensor row_scratch(std::int64_t rows);
   /// The algorithm cached for `key`; else runs `find(results, capacity, &count, search_workspace,
   /// search_bytes)` (a cudnnFind*AlgorithmEx call) into an array of Count Perf results, caches the
   /// fastest that ran, and returns it (conv2d_cuda.cpp).

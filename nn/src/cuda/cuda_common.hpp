@@ -1,5 +1,5 @@
 // Private helpers of CudaBackend's source files: argument checks that name the kernel and the
-// argument, and the conversion of a Tensor to kernels.hpp's ImageDims.
+// argument, the conversion of a Tensor to kernels.hpp's ImageDims, and the native stream.
 #pragma once
 
 #include <stdexcept>
@@ -9,6 +9,9 @@
 #include "stoke/nn/tensor.hpp"
 
 namespace stoke::nn::cuda {
+
+/// The CUDA stream behind `stream`, as kernels.hpp's launchers take it.
+inline Stream native(StreamView stream) noexcept { return stream.native(); }
 
 /// Throws std::invalid_argument unless `t` is defined and on `device`.
 inline void require_on(const Tensor& t, Device device, const char* kernel, const char* what) {

@@ -1,7 +1,7 @@
 // Owners of cuDNN's descriptors (tensor, filter, convolution), for CudaBackend's convolutions.
 // Each creates its descriptor, sets it from a Tensor or a geometry, and destroys it; move-only;
 // the destructors never throw. Pooling and activation descriptors are not needed: those kernels
-// are CudaBackend's own (kernels.cu), which match the CPU's tie-breaking exactly.
+// are CudaBackend's own (pooling_kernels.cu), which match the CPU's tie-breaking exactly.
 #pragma once
 
 #include <cudnn.h>

@@ -1,5 +1,7 @@
-// The plain CUDA kernels of CudaBackend (kernels.cu), behind host functions that take device
-// pointers and enqueue one or two launches on `stream`. No CUDA header is needed to call them.
+// The plain CUDA kernels of CudaBackend, behind host functions that take device pointers and
+// enqueue one or two launches on `stream`. No CUDA header is needed to call them. Each family's
+// kernels and launchers are in its own file, named in its section below (kernel_utils.cuh has
+// what they share).
 //
 // Floating-point tensors are f32, bf16 or f16 (`dtype`); every kernel loads them as float,
 // computes in float (double for per-channel and per-row sums) and rounds once when it stores.
@@ -8,6 +10,7 @@
 
 #include <cstdint>
 
+#include "../adamw_update.hpp"
 #include "stoke/nn/device.hpp"
 
 struct CUstream_st;
@@ -23,7 +26,7 @@ struct ImageDims {
 
 using Stream = CUstream_st*;
 
-// ---- elementwise; n elements
+// ---- elementwise (elementwise_kernels.cu); n elements
 void relu_forward(DType dtype, const void* x, void* y, std::int64_t n, Stream stream);
 void relu_backward(DType dtype, const void* y, const void* dy, void* dx, std::int64_t n, Stream stream);
 void add(DType dtype, const void* a, const void* b, void* y, std::int64_t n, Stream stream);
@@ -35,17 +38,22 @@ void cast(DType from, const void* src, DType to, void* dst, std::int64_t n, Stre
 void scale(DType dtype, void* x, float alpha, std::int64_t n, Stream stream);
 /// Adds the count of infinite and NaN elements to *bad (a device counter).
 void count_non_finite(DType dtype, const void* x, std::int64_t n, unsigned* bad, Stream stream);
-/// One SGD step (SgdStep's formula, backend.hpp), all f32; momentum_buffer null when momentum == 0.
+
+// ---- optimizer (optimizer_kernels.cu); all f32, n elements
+/// One SGD step (SgdStep's formula, backend.hpp); momentum_buffer null when momentum == 0.
 void sgd_update(float* param, const float* grad, float* momentum_buffer, std::int64_t n, float lr, float momentum,
                 float weight_decay, bool nesterov, float grad_scale, Stream stream);
+/// One AdamW step (AdamWStep's formula, backend.hpp), with the step's scalars (adamw::scalars).
+void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
+                  const adamw::Scalars& scalars, Stream stream);
 
-// ---- per-channel
+// ---- per-channel bias of the convolution and Linear (bias_kernels.cu)
 /// y[i] += b[channel of i] over the image y.
 void add_channel_bias(DType dtype, void* y, const void* b, ImageDims dims, Stream stream);
 /// db[c] += the sum of dy over N, H and W.
 void accumulate_channel_sums(DType dtype, const void* dy, void* db, ImageDims dims, Stream stream);
 
-// ---- batch normalisation; gamma, beta and the statistics f32 {C}
+// ---- batch normalisation (batch_norm_kernels.cu); gamma, beta and the statistics f32 {C}
 void batch_norm_forward_training(DType dtype, const void* x, const float* gamma, const float* beta, float* running_mean,
                                  float* running_var, double momentum, double eps, void* y, float* saved_mean,
                                  float* saved_invstd, ImageDims dims, Stream stream);
@@ -57,7 +65,7 @@ void batch_norm_backward(DType dtype, const void* x, const void* dy, const float
                          const float* saved_invstd, void* dx, float* dgamma, float* dbeta, ImageDims dims,
                          Stream stream);
 
-// ---- pooling
+// ---- pooling (pooling_kernels.cu)
 struct PoolWindow {
   int kernel = 2, stride = 2, padding = 0;
 };
@@ -69,12 +77,18 @@ void max_pool2d_backward(DType dtype, PoolWindow g, const void* x, ImageDims in,
 void global_avg_pool_forward(DType dtype, const void* x, ImageDims in, void* y, Stream stream);
 void global_avg_pool_backward(DType dtype, const void* dy, void* dx, ImageDims in, Stream stream);
 
-// ---- loss
+// ---- loss (loss_kernels.cu)
 /// logits and dlogits (may be null) {rows, classes} of `dtype`; labels i32; row_stats f32
 /// {rows, 2} scratch; stats f32 {2}. A label outside [0, classes) makes its row's loss NaN (and
 /// its dlogits row NaN), so the mean loss is NaN: CudaBackend's report of a bad label.
 void softmax_cross_entropy(DType dtype, const void* logits, const std::int32_t* labels, std::int64_t rows,
                            std::int64_t classes, float smoothing, float grad_scale, float* row_stats, float* stats,
                            void* dlogits, Stream stream);
+/// logits and dlogits (may be null) {rows, classes} of `dtype`; targets f32 {rows, classes};
+/// pos_weight f32 {classes} or null; row_stats f32 {rows, 2} scratch; stats f32 {2}
+/// (Backend::binary_cross_entropy_with_logits says what they get).
+void binary_cross_entropy_with_logits(DType dtype, const void* logits, const float* targets, const float* pos_weight,
+                                      std::int64_t rows, std::int64_t classes, float grad_scale, float* row_stats,
+                                      float* stats, void* dlogits, Stream stream);
 
 }  // namespace stoke::nn::cuda

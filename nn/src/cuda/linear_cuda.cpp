@@ -5,8 +5,8 @@
 //   y = x w^T      is  y^T (out x N)  = w^T^T x^T:  A = w  (op T, lda in),  B = x  (op N, ldb in)
 //   dx = dy w      is  dx^T (in x N)  = w^T dy^T:   A = w  (op N, lda in),  B = dy (op N, ldb out)
 //   dw += dy^T x   is  dw^T (in x out) = x^T dy:    A = x  (op N, lda in),  B = dy (op T, ldb out)
-// The bias is added and its gradient summed by the per-channel kernels of kernels.cu, a Linear's
-// output being an image of {N, out, 1, 1}.
+// The bias is added and its gradient summed by the per-channel kernels of bias_kernels.cu, a
+// Linear's output being an image of {N, out, 1, 1}.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 

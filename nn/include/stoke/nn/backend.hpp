@@ -17,6 +17,12 @@
 // - An undefined Tensor() for an optional argument (a bias, an input gradient nobody needs)
 //   means "none".
 // - A backend is used by one thread at a time.
+// - CpuBackend threads its kernels with oneTBB in the caller's task arena and isolates its own
+//   parallel loops (tbb::this_task_arena::isolate): a kernel called from inside a pipeline's task
+//   (a graph stage that runs a training step) never picks up an unrelated task while it waits for
+//   its loop, so callers need no isolation of their own. How a loop is cut into chunks depends
+//   on the sizes and the machine's core count, never on how many threads happen to run, so
+//   results are the same bit for bit whatever the load.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +75,23 @@ struct SgdStep {
   float weight_decay = 0;
   bool nesterov = false;
   float grad_scale = 1;  ///< e.g. 1 / accumulation steps, or 1 / loss scale
+};
+
+/// One AdamW update of one parameter, PyTorch's torch.optim.AdamW (amsgrad off), step t >= 1:
+///   g = grad * grad_scale
+///   param *= 1 - lr * weight_decay                       (decoupled weight decay)
+///   exp_avg    = beta1 * exp_avg    + (1 - beta1) * g
+///   exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g
+///   param -= lr / (1 - beta1^t) * exp_avg / (sqrt(exp_avg_sq) / sqrt(1 - beta2^t) + eps)
+/// The bias corrections are computed in double on the host; the elements in f32.
+struct AdamWStep {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0;  ///< this parameter's: 0 where Parameter::decay is not set
+  float grad_scale = 1;    ///< e.g. 1 / accumulation steps, or 1 / loss scale
+  std::int64_t step = 1;   ///< this update's number t, from 1 (the bias corrections' exponent)
 };
 
 class Backend {
@@ -150,21 +173,35 @@ class Backend {
   /// dx = dy / (H W), broadcast over H and W.
   virtual void global_avg_pool_backward(const Tensor& dy, const Tensor& dx) = 0;
 
-  // ---- loss. logits and dlogits {N, K}; labels {N} i32 in [0, K).
-  /// The softmax cross-entropy of each row against its label smoothed by `smoothing` (the target
-  /// is (1 - smoothing) one-hot + smoothing / K, as torch.nn.CrossEntropyLoss(label_smoothing)).
-  /// stats {2} f32 gets {the mean loss over the rows, the rows whose largest logit is the label};
-  /// dlogits (when given) = grad_scale * the gradient of the mean loss. A label outside [0, K):
-  /// the CPU throws std::out_of_range naming the row; on CUDA (which cannot throw from the
-  /// stream) that row's loss and gradient are NaN, so the mean loss reads NaN.
+  // ---- loss. logits and dlogits {N, K}.
+  /// The softmax cross-entropy of each row against its label (labels {N} i32 in [0, K)) smoothed
+  /// by `smoothing`: the target is (1 - smoothing) one-hot + smoothing / K, as in
+  /// torch.nn.CrossEntropyLoss(label_smoothing). stats {2} f32 gets {the mean loss over the rows,
+  /// the rows whose largest logit is the label}; dlogits (when given) = grad_scale * the gradient
+  /// of the mean loss. A label outside [0, K): the CPU throws std::out_of_range naming the row; on
+  /// CUDA (which cannot throw from the stream) that row's loss and gradient are NaN, so the mean
+  /// loss reads NaN.
   virtual void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, float smoothing, float grad_scale,
                                      const Tensor& stats, const Tensor& dlogits) = 0;
+
+  /// The binary cross-entropy of each logit against its target, torch.nn.BCEWithLogitsLoss with
+  /// the mean over all N K elements: targets {N, K} f32 (in [0, 1], not checked, as torch does
+  /// not); pos_weight {K} f32 (the weight of each class's positive term) or none. Per element,
+  /// stable for any logit x (softplus(-x) = log1p(exp(-|x|)) + max(-x, 0)):
+  ///   loss = (1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)
+  /// stats {2} f32 gets {the mean loss, the rows whose every prediction (x > 0) equals its target
+  /// (t > 0.5)}; dlogits (when given) = grad_scale * the gradient of the mean loss.
+  virtual void binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight,
+                                                float grad_scale, const Tensor& stats, const Tensor& dlogits) = 0;
 
   // ---- optimizer and precision. All tensors of one call have the same element count.
   /// One SGD step of param (f32) given grad (f32) and momentum_buffer (f32; unused when
   /// step.momentum == 0).
   virtual void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                           const SgdStep& step) = 0;
+  /// One AdamW step of param (f32) given grad, exp_avg and exp_avg_sq (f32, updated in place).
+  virtual void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                            const AdamWStep& step) = 0;
   /// dst = src converted to dst's dtype (f32, bf16, f16; rounding to nearest even).
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
   /// False when any element of x is infinite or NaN (f32, bf16, f16). Waits for the stream.

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "stoke/nn/layer.hpp"
+#include "stoke/nn/weighted_layer.hpp"
 
 namespace stoke::nn {
 
@@ -18,18 +18,18 @@ struct BatchNorm2dOptions {
   bool zero_gamma = false;
 };
 
-class BatchNorm2d : public Layer {
+/// Its scale gamma is the layer's weight and its shift beta the bias (PyTorch's names), both
+/// {channels} and without weight decay.
+class BatchNorm2d : public WeightedLayer {
  public:
   /// Throws std::invalid_argument for channels below 1, eps not positive or momentum outside [0, 1].
   explicit BatchNorm2d(const BatchNorm2dOptions& options);
 
-  Parameter& gamma() noexcept { return gamma_; }  ///< "weight" in a state dict
-  Parameter& beta() noexcept { return beta_; }    ///< "bias"
+  Parameter& gamma() noexcept { return weight(); }  ///< "weight" in a state dict
+  Parameter& beta() noexcept { return *bias(); }    ///< "bias"
   const Tensor& running_mean() const noexcept { return running_mean_; }
   const Tensor& running_var() const noexcept { return running_var_; }
 
-  /// "weight" and "bias", as PyTorch names them.
-  void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
   /// "running_mean" and "running_var".
   void for_each_buffer(const BufferVisitor& visit, const std::string& prefix = {}) override;
   void release_activations() override;
@@ -41,12 +41,9 @@ class BatchNorm2d : public Layer {
 
  private:
   BatchNorm2dOptions options_;
-  Parameter gamma_;
-  Parameter beta_;
   Tensor running_mean_;
   Tensor running_var_;
-  Tensor input_;  // kept by forward for backward, with the batch's statistics
-  Tensor saved_mean_;
+  Tensor saved_mean_;  // the batch's statistics, kept by forward for backward with the input
   Tensor saved_invstd_;
 };
 

@@ -6,9 +6,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
-#include "stoke/nn/layer.hpp"
+#include "stoke/nn/weighted_layer.hpp"
 
 namespace stoke::nn {
 
@@ -26,22 +25,14 @@ struct Conv2dOptions {
   std::uint64_t seed = 0;
 };
 
-class Conv2d : public Layer {
+/// Its weight is {out_channels, in_channels / groups, kernel, kernel}; its bias {out_channels}.
+class Conv2d : public WeightedLayer {
  public:
   /// Throws std::invalid_argument naming the bad option (channels not positive or not divisible by
   /// groups, kernel, stride or dilation below 1, negative padding).
   explicit Conv2d(const Conv2dOptions& options);
 
   const Conv2dGeometry& geometry() const noexcept { return geometry_; }
-  Parameter& weight() noexcept { return weight_; }
-  /// Null without a bias.
-  Parameter* bias() noexcept { return bias_ ? &*bias_ : nullptr; }
-
-  void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
-  void release_activations() override {
-    input_ = {};
-    compute_weight_ = {};
-  }
   std::string describe() const override;
 
  protected:
@@ -50,10 +41,6 @@ class Conv2d : public Layer {
 
  private:
   Conv2dGeometry geometry_;
-  Parameter weight_;
-  std::optional<Parameter> bias_;
-  Tensor input_;           // kept by forward for backward
-  Tensor compute_weight_;  // the weights in the input's dtype, kept by forward for backward
 };
 
 }  // namespace stoke::nn

@@ -4,9 +4,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
-#include "stoke/nn/layer.hpp"
+#include "stoke/nn/weighted_layer.hpp"
 
 namespace stoke::nn {
 
@@ -19,21 +18,14 @@ struct LinearOptions {
   std::uint64_t seed = 0;
 };
 
-class Linear : public Layer {
+/// Its weight is {out_features, in_features}; its bias {out_features}.
+class Linear : public WeightedLayer {
  public:
   /// Throws std::invalid_argument for features below 1.
   explicit Linear(const LinearOptions& options);
 
-  Parameter& weight() noexcept { return weight_; }
-  Parameter* bias() noexcept { return bias_ ? &*bias_ : nullptr; }
   std::int64_t in_features() const noexcept { return in_; }
   std::int64_t out_features() const noexcept { return out_; }
-
-  void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
-  void release_activations() override {
-    input_ = {};
-    compute_weight_ = {};
-  }
   std::string describe() const override;
 
  protected:
@@ -43,10 +35,6 @@ class Linear : public Layer {
  private:
   std::int64_t in_;
   std::int64_t out_;
-  Parameter weight_;
-  std::optional<Parameter> bias_;
-  Tensor input_;           // kept by forward for backward
-  Tensor compute_weight_;  // the weights in the input's dtype, kept by forward for backward
 };
 
 }  // namespace stoke::nn

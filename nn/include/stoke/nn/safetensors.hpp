@@ -59,7 +59,8 @@ struct SafetensorsFile {
 std::vector<std::byte> encode_safetensors(const SafetensorsFile& file);
 
 /// Parses the bytes of a safetensors file, treated as untrusted input: the header length, the
-/// JSON (a strict parser of the subset the format uses), the dtypes (F32, F16, BF16, U8 and I32;
+/// JSON (nlohmann-json's strict parser, then the format's structure: no name or key twice), the
+/// dtypes (F32, F16, BF16, U8 and I32;
 /// others are rejected), and the data_offsets (in range, the sizes dtype x shape asks for, and
 /// together covering the data exactly, without gaps or overlaps). Throws std::runtime_error
 /// beginning with `source` (the file's name, for the message) and saying what is wrong. Tensors

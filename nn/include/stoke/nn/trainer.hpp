@@ -1,5 +1,5 @@
 // Trainer: the training loop's body for one model on one backend -- forward, loss, backward, and
-// an SGD step every `accumulation` batches with the learning rate of the schedule -- plus
+// an optimizer step every `accumulation` batches with the learning rate of the schedule -- plus
 // evaluation and checkpoints of the whole training state.
 //
 //   auto backend = make_backend(Device::cpu());
@@ -7,6 +7,12 @@
 //   Trainer trainer(*model, *backend, {.schedule = {.base_lr = 0.1f, .total_steps = 1000}});
 //   for (...) LossStats s = trainer.train_batch(images, labels).read();
 //   trainer.save("run/last.safetensors");
+//
+// The optimizer and the loss are SGD and softmax cross-entropy unless the options name others:
+//
+//   Trainer multi_label(*model, *backend, {.schedule = {...},
+//                                          .optimizer = AdamW::factory({.weight_decay = 0.05f}),
+//                                          .loss = std::make_shared<BinaryCrossEntropyWithLogits>()});
 //
 // Mixed precision (CUDA): with .compute = DType::bf16 or f16 the images are cast to that dtype and
 // the model computes in it, its f32 master weights cast per step (layer.hpp). f16's narrow range
@@ -19,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -40,8 +47,10 @@ struct LossScaleOptions {
 };
 
 struct TrainerOptions {
+  /// The default optimizer's options (unused when `optimizer` is set).
   SgdOptions sgd{};
   LrScheduleOptions schedule{};
+  /// The default loss's label smoothing (must stay 0 when `loss` is set: give it to that loss).
   float label_smoothing = 0;
   /// Batches whose gradients are summed before each optimizer step (the step then uses their
   /// mean): an effective batch of accumulation x the batch size.
@@ -52,16 +61,24 @@ struct TrainerOptions {
   DType compute = DType::f32;
   /// Used with compute == f16 only.
   LossScaleOptions loss_scale{};
+  /// Builds the optimizer over the model (Sgd::factory, AdamW::factory, or one's own); empty: an
+  /// Sgd with `sgd` above.
+  OptimizerFactory optimizer{};
+  /// The loss, whose targets train_batch() takes (stateless: it may be shared); null: a
+  /// SoftmaxCrossEntropy with `label_smoothing` above.
+  std::shared_ptr<const Loss> loss{};
 };
 
 class Trainer {
  public:
   /// The model's parameters must be on the backend's device. Throws std::invalid_argument for
-  /// accumulation < 1 and what Sgd and LrSchedule throw for their options.
+  /// accumulation < 1, a label smoothing given with a loss of one's own, an optimizer factory that
+  /// returns null, and what the optimizer, the loss and LrSchedule throw for their options.
   Trainer(Layer& model, Backend& backend, const TrainerOptions& options);
 
-  /// Trains on one batch: images {N, C, H, W} and labels {N} (i32), both on the backend's device;
-  /// images in another floating-point dtype than options.compute are cast to it. Throws
+  /// Trains on one batch: images {N, C, H, W} and the loss's targets (labels {N} i32 for softmax
+  /// cross-entropy, f32 {N, K} for binary cross-entropy), both on the backend's device; images in
+  /// another floating-point dtype than options.compute are cast to it. Throws
   /// std::invalid_argument when the backend cannot compute in that dtype and the images' layout.
   /// The returned stats are on the device (read() them when needed: reading waits for the GPU).
   LossResult train_batch(const Tensor& images, const Tensor& labels);
@@ -89,7 +106,7 @@ class Trainer {
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
 
   /// The model, the optimizer's state and the training state (epoch, step, lr, loss scale, seed,
-  /// metadata), written atomically.
+  /// metadata), written atomically (checkpoint.hpp).
   void save(const std::filesystem::path& path);
   /// Restores what save() wrote; throws (naming every mismatch) when the checkpoint is not of
   /// this model. A partially accumulated batch group is dropped.
@@ -97,7 +114,8 @@ class Trainer {
 
   Layer& model() noexcept { return model_; }
   Backend& backend() noexcept { return backend_; }
-  Sgd& optimizer() noexcept { return optimizer_; }
+  Optimizer& optimizer() noexcept { return *optimizer_; }
+  const Loss& loss() const noexcept { return *loss_; }
 
  private:
   /// `images` in the compute dtype, checked against what the backend supports.
@@ -108,9 +126,9 @@ class Trainer {
   Layer& model_;
   Backend& backend_;
   TrainerOptions options_;
-  Sgd optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
-  SoftmaxCrossEntropy loss_;
+  std::shared_ptr<const Loss> loss_;
   std::int64_t step_ = 0;
   std::int64_t epoch_ = 0;
   int accumulated_ = 0;  // batches whose gradients are summed and not yet stepped

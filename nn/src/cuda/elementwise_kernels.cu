@@ -1,0 +1,159 @@
+// CudaBackend's elementwise kernels (kernels.hpp says what each computes): relu, add, dropout,
+// cast, scale and the count of non-finite elements; grid-stride loops, one element per step.
+#include <cstdint>
+
+#include "../dropout_mask.hpp"
+#include "kernel_utils.cuh"
+#include "kernels.hpp"
+
+namespace stoke::nn::cuda {
+namespace {
+
+template <class T>
+__global__ void relu_forward_kernel(const T* x, T* y, std::int64_t n) {
+  // v < 0 ? 0 : v, not max: a NaN goes through (as on the CPU and in PyTorch).
+  STOKE_GRID_LOOP(i, n) {
+    const float v = load(x, i);
+    store(y, i, v < 0.0f ? 0.0f : v);
+  }
+}
+
+template <class T>
+__global__ void relu_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t n) {
+  STOKE_GRID_LOOP(i, n) store(dx, i, load(y, i) > 0.0f ? load(dy, i) : 0.0f);
+}
+
+template <class T>
+__global__ void add_kernel(const T* a, const T* b, T* y, std::int64_t n) {
+  STOKE_GRID_LOOP(i, n) store(y, i, load(a, i) + load(b, i));
+}
+
+template <class T>
+__global__ void dropout_forward_kernel(const T* x, std::uint8_t* mask, T* y, std::int64_t n, std::uint64_t seed,
+                                       std::uint64_t threshold, float keep_scale) {
+  STOKE_GRID_LOOP(i, n) {
+    const bool keep = dropout::keeps(seed, static_cast<std::uint64_t>(i), threshold);
+    mask[i] = keep ? 1 : 0;
+    store(y, i, keep ? load(x, i) * keep_scale : 0.0f);
+  }
+}
+
+template <class T>
+__global__ void dropout_backward_kernel(const T* dy, const std::uint8_t* mask, T* dx, std::int64_t n,
+                                        float keep_scale) {
+  STOKE_GRID_LOOP(i, n) store(dx, i, mask[i] != 0 ? load(dy, i) * keep_scale : 0.0f);
+}
+
+template <class From, class To>
+__global__ void cast_kernel(const From* src, To* dst, std::int64_t n) {
+  STOKE_GRID_LOOP(i, n) store(dst, i, load(src, i));
+}
+
+template <class T>
+__global__ void scale_kernel(T* x, float alpha, std::int64_t n) {
+  STOKE_GRID_LOOP(i, n) store(x, i, load(x, i) * alpha);
+}
+
+// Bits with an all-ones exponent are an infinity or a NaN (immune to fast-math assumptions).
+__device__ __forceinline__ bool finite_bits(const float* p, std::int64_t i) {
+  return (__float_as_uint(p[i]) & 0x7f800000u) != 0x7f800000u;
+}
+__device__ __forceinline__ bool finite_bits(const __nv_bfloat16* p, std::int64_t i) {
+  return (__bfloat16_as_ushort(p[i]) & 0x7f80u) != 0x7f80u;
+}
+__device__ __forceinline__ bool finite_bits(const __half* p, std::int64_t i) {
+  return (__half_as_ushort(p[i]) & 0x7c00u) != 0x7c00u;
+}
+
+template <class T>
+__global__ void count_non_finite_kernel(const T* x, std::int64_t n, unsigned* bad) {
+  unsigned mine = 0;
+  STOKE_GRID_LOOP(i, n) mine += finite_bits(x, i) ? 0u : 1u;
+  if (mine != 0) atomicAdd(bad, mine);  // an integer count: the order does not matter
+}
+
+}  // namespace
+
+void relu_forward(DType dtype, const void* x, void* y, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    relu_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  check_launch();
+}
+
+void relu_backward(DType dtype, const void* y, const void* dy, void* dx, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    relu_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(y), static_cast<const T*>(dy),
+                                                                    static_cast<T*>(dx), n);
+  });
+  check_launch();
+}
+
+void add(DType dtype, const void* a, const void* b, void* y, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                          static_cast<T*>(y), n);
+  });
+  check_launch();
+}
+
+void dropout_forward(DType dtype, const void* x, std::uint8_t* mask, void* y, std::int64_t n, std::uint64_t seed,
+                     std::uint64_t threshold, float keep_scale, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropout_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), mask, static_cast<T*>(y), n, seed, threshold, keep_scale);
+  });
+  check_launch();
+}
+
+void dropout_backward(DType dtype, const void* dy, const std::uint8_t* mask, void* dx, std::int64_t n, float keep_scale,
+                      Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropout_backward_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(dy), mask, static_cast<T*>(dx), n, keep_scale);
+  });
+  check_launch();
+}
+
+void cast(DType from, const void* src, DType to, void* dst, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  dispatch(from, [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    dispatch(to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      cast_kernel<From, To>
+          <<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const From*>(src), static_cast<To*>(dst), n);
+    });
+  });
+  check_launch();
+}
+
+void scale(DType dtype, void* x, float alpha, std::int64_t n, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scale_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(x), alpha, n);
+  });
+  check_launch();
+}
+
+void count_non_finite(DType dtype, const void* x, std::int64_t n, unsigned* bad, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    count_non_finite_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n, bad);
+  });
+  check_launch();
+}
+
+}  // namespace stoke::nn::cuda
