@@ -14,6 +14,11 @@
 #include <stdexcept>
 #include <stoke/nn/models.hpp>
 #include <stoke/nn/trainer.hpp>
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/input.hpp>
+#include <stoke/train/step_timing.hpp>
 #include <string>
 #include <vector>
 
@@ -22,16 +27,7 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
-#include <stoke/train/builtin.hpp>
-#include <stoke/train/compute.hpp>
-#include <stoke/train/epoch.hpp>
-#include <stoke/train/input.hpp>
-#include <stoke/train/metrics.hpp>
-#include <stoke/train/model_card.hpp>
-#include <stoke/train/step_timing.hpp>
-
 #include "commands.hpp"
-#include "json.hpp"
 #include "median.hpp"
 #include "progress.hpp"
 
@@ -217,10 +213,10 @@ int bench_train(int argc, char** argv) {
     input.epochs =
         static_cast<std::uint32_t>(std::min(1e6, std::ceil(enough / static_cast<double>(dataset->size())) + 1));
     input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(r);
-    const EpochTotals totals =
-        run_epoch(dataset, input, "train", backend,
-                  [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; }, {},
-                  {.warmup_batches = c.warmup, .seconds = c.seconds});
+    const EpochTotals totals = run_epoch(
+        dataset, input, backend,
+        [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; },
+        {.stage = "train", .progress = {}, .after_batch = {}, .window = {.warmup_batches = c.warmup, .seconds = c.seconds}});
     if (totals.images == 0 || totals.seconds <= 0) {
       std::string why = std::to_string(totals.skipped) + " items skipped";
       if (!totals.skipped_files.empty())
@@ -244,35 +240,31 @@ int bench_train(int argc, char** argv) {
   const double busy = median(pick(rounds, [](const Round& r) { return r.compute_busy; }));
   const std::string& bottleneck = middle_round(rounds).bottleneck;
   if (c.json) {
-    Json j;
-    j.field("bench", "train");
-    j.field("model", c.model);
-    j.field("batch", c.batch);
-    j.field("size", size);
-    j.field("precision", c.precision);
-    j.field("device", compute.device.str());
-    j.field("data", data.string());
-    j.field("images", static_cast<std::uint64_t>(dataset->size()));
-    j.field("seconds", c.seconds);
-    j.field("warmup", c.warmup);
-    j.field("repeats", c.repeats);
-    j.field("compute_bound_images_per_sec", compute_bound);
-    j.field("pipeline_images_per_sec", pipeline);
-    j.field("ratio", ratio);
-    j.field("compute_busy", busy);
-    j.field("bottleneck", bottleneck);
-    j.begin_array("runs");
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     for (const Round& r : rounds) {
-      j.begin_object();
-      j.field("compute_bound_images_per_sec", r.compute);
-      j.field("pipeline_images_per_sec", r.pipeline);
-      j.field("ratio", r.ratio());
-      j.field("compute_busy", r.compute_busy);
-      j.field("bottleneck", r.bottleneck);
-      j.end_object();
+      runs.push_back({{"compute_bound_images_per_sec", json_number(r.compute)},
+                      {"pipeline_images_per_sec", json_number(r.pipeline)},
+                      {"ratio", json_number(r.ratio())},
+                      {"compute_busy", json_number(r.compute_busy)},
+                      {"bottleneck", r.bottleneck}});
     }
-    j.end_array();
-    std::printf("%s\n", j.str().c_str());
+    print_json({{"bench", "train"},
+                {"model", c.model},
+                {"batch", c.batch},
+                {"size", size},
+                {"precision", c.precision},
+                {"device", compute.device.str()},
+                {"data", data.string()},
+                {"images", dataset->size()},
+                {"seconds", json_number(c.seconds)},
+                {"warmup", c.warmup},
+                {"repeats", c.repeats},
+                {"compute_bound_images_per_sec", json_number(compute_bound)},
+                {"pipeline_images_per_sec", json_number(pipeline)},
+                {"ratio", json_number(ratio)},
+                {"compute_busy", json_number(busy)},
+                {"bottleneck", bottleneck},
+                {"runs", std::move(runs)}});
     return 0;
   }
   std::printf("compute bound (synthetic batches on the device): %.1f images/s%s\n", compute_bound,

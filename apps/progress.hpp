@@ -1,12 +1,43 @@
-// Progress on stderr shared by the `stoke` commands.
+// What the training commands share for their output: progress on stderr and JSON lines on stdout.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
 
 namespace stoke::app {
 
 /// train::builtin_dataset(), saying on stderr (unless `quiet`) that it is being written, the first
 /// time, with a count of the images written.
 std::filesystem::path builtin_dataset_with_progress(bool quiet);
+
+/// A pass's progress on stderr: redrawn in place on a terminal, a line every 10 s otherwise (a log
+/// file or CI). `show` draws
+///   epoch 2/6 [#########-----------] 45%  22528/50000  1512 img/s  loss 0.43  lr 0.041  ETA 0:18  ...
+/// with `prefix` ("epoch 2/6") and `suffix` ("CPU busy 99% (limit: train)") as given.
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled);
+  /// `images` of `total` done in `seconds`; `loss`: the mean so far; `lr` < 0: not shown.
+  void show(const std::string& prefix, std::int64_t images, std::int64_t total, double seconds, double loss, double lr,
+            const std::string& suffix);
+  /// Clears the line drawn in place, before a result line.
+  void clear();
+
+ private:
+  bool enabled_;
+  bool tty_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point last_line_{};
+};
+
+/// A JSON number as the commands print them: 6 significant digits ("%.6g"), a whole number
+/// without a fraction (1, not 1.0), null when not finite.
+nlohmann::ordered_json json_number(double value);
+
+/// Prints `json` as one line on stdout and flushes (bytes that are not UTF-8 become U+FFFD).
+void print_json(const nlohmann::ordered_json& json);
 
 }  // namespace stoke::app

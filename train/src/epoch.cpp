@@ -85,10 +85,10 @@ struct WindowState {
 
 }  // namespace
 
-EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      nn::Backend& backend, const BatchStep& step, const EpochProgress& progress,
-                      const MeasureWindow& window) {
-  WindowState w{.window = window};
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
+                      const BatchStep& step, const PassOptions& options) {
+  const std::string& stage = options.stage;
+  WindowState w{.window = options.window};
   InputConfig pinned = config;
   if (!backend.device().is_cpu()) pinned.allocator = gpu::batch_allocator(backend.device());
   // The to-device stage holds up to two host batches: one queued in front of it, one crossing.
@@ -128,6 +128,7 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
                 // slot is free to go back when this call returns.
                 s = r.loss.read(backend.stream());
               });
+              if (options.after_batch) options.after_batch(t, s);
               if (w.active && !w.open) {  // a warmup batch: stepped, not counted
                 ++w.warmup_seen;
                 return;
@@ -139,10 +140,10 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
               totals.images += n;
               ++totals.batches;
               if (w.open) w.after_batch(pipe, call_start);
-              if (progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
+              if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
                 last_progress = Clock::now();
                 totals.seconds = w.open ? w.seconds() : std::chrono::duration<double>(last_progress - start).count();
-                progress(totals, pipe);
+                options.progress(totals, pipe);
               }
             },
             {.capacity = config.prefetch});

@@ -141,6 +141,9 @@ class RunRecorder {
                      std::optional<double> gpu_busy);
   void push_locked(Sample sample);
   void halve_locked();
+  /// The stored samples plus the one being combined (merged into the last when full).
+  std::vector<Sample> all_samples_locked() const;
+  /// The page's data: the JSON blob its script draws (report_page.cpp).
   std::string json_locked() const;
 
   const std::size_t max_samples_;
