@@ -187,8 +187,6 @@ int bench_train(int argc, char** argv) {
   input.transforms = default_train_transforms(size, c.data.empty());
   input.threads = c.threads;
   input.autotune = c.autotune == "on";
-  input.tuning.target = "train";
-  input.drop_last = true;
   if (!c.json) {
     std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s on %s; %zu images in %s\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), c.batch, size, size,
@@ -206,24 +204,10 @@ int bench_train(int argc, char** argv) {
     std::fprintf(stderr, " %.1f images/s; pipeline ...", round.compute);
     std::fflush(stderr);
 
-    // The data repeats until the time is up, but not forever: the pipeline cannot outrun the
-    // compute bound, so twice the images the compute bound would take is enough, and a dataset
-    // whose every file fails to decode ends instead of spinning.
-    const double enough = 2 * round.compute * c.seconds + static_cast<double>(c.warmup + 2) * c.batch;
-    input.epochs =
-        static_cast<std::uint32_t>(std::min(1e6, std::ceil(enough / static_cast<double>(dataset->size())) + 1));
     input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(r);
-    const EpochTotals totals = run_epoch(
-        dataset, input, backend,
-        [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; },
-        {.stage = "train", .progress = {}, .after_batch = {}, .window = {.warmup_batches = c.warmup, .seconds = c.seconds}});
-    if (totals.images == 0 || totals.seconds <= 0) {
-      std::string why = std::to_string(totals.skipped) + " items skipped";
-      if (!totals.skipped_files.empty())
-        why += "; the first: " + totals.skipped_files[0].file + ": " + totals.skipped_files[0].reason;
-      throw std::runtime_error("the pipeline delivered no batches after the " + std::to_string(c.warmup) +
-                               " warmup ones from " + data.string() + " (" + why + ")");
-    }
+    const EpochTotals totals = time_pipeline_steps(
+        trainer, dataset, input, {.warmup_batches = c.warmup, .seconds = c.seconds, .compute_bound = round.compute},
+        data.string());
     round.pipeline = static_cast<double>(totals.images) / totals.seconds;
     round.compute_busy = totals.compute_busy;
     round.bottleneck = totals.bottleneck;

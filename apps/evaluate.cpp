@@ -110,11 +110,11 @@ void print_text(const Evaluation& e, const std::vector<std::string>& classes) {
 nlohmann::ordered_json to_json(const Evaluation& e, const EvaluateConfig& c, const ModelCard& card) {
   nlohmann::ordered_json skipped_files = nlohmann::ordered_json::array();
   for (const SkippedFile& skip : e.skipped_files) skipped_files.push_back(skip.file);
-  return {{"checkpoint", c.checkpoint},     {"model", card.model},
-          {"top1", json_number(e.top1)},    {"top5", json_number(e.top5)},
-          {"loss", json_number(e.loss)},    {"images", e.images},
-          {"skipped", e.skipped},           {"skipped_files", std::move(skipped_files)},
-          {"classes", card.classes},        {"confusion", e.confusion.rows()}};
+  return {{"checkpoint", c.checkpoint},  {"model", card.model},
+          {"top1", json_number(e.top1)}, {"top5", json_number(e.top5)},
+          {"loss", json_number(e.loss)}, {"images", e.images},
+          {"skipped", e.skipped},        {"skipped_files", std::move(skipped_files)},
+          {"classes", card.classes},     {"confusion", e.confusion.rows()}};
 }
 
 }  // namespace
@@ -157,14 +157,14 @@ int evaluate(int argc, char** argv) {
 
   ProgressLine progress(!c.json);
   const auto total = static_cast<std::int64_t>(dataset->size());
-  const Evaluation result =
-      train::evaluate(loaded, dataset, backend,
-                      {.batch_size = static_cast<std::size_t>(c.batch),
-                       .threads = c.threads,
-                       .progress = [&](const EpochTotals& t, const graph::Pipeline&) {
-                         const double loss = t.images > 0 ? t.loss_sum / static_cast<double>(t.images) : 0.0;
-                         progress.show("evaluate", t.images, total, t.seconds, loss, -1, "");
-                       }});
+  const Evaluation result = train::evaluate(loaded, dataset, backend,
+                                            {.batch_size = static_cast<std::size_t>(c.batch),
+                                             .threads = c.threads,
+                                             .progress = [&](const EpochTotals& t, const graph::Pipeline&) {
+                                               const double loss =
+                                                   t.images > 0 ? t.loss_sum / static_cast<double>(t.images) : 0.0;
+                                               progress.show("evaluate", t.images, total, t.seconds, loss, -1, "");
+                                             }});
   progress.clear();
   if (result.images == 0) {
     throw std::runtime_error(

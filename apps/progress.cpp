@@ -41,8 +41,8 @@ std::string clock_text(double seconds) {
 
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {}
 
-void ProgressLine::show(const std::string& prefix, std::int64_t images, std::int64_t total, double seconds,
-                        double loss, double lr, const std::string& suffix) {
+void ProgressLine::show(const std::string& prefix, std::int64_t images, std::int64_t total, double seconds, double loss,
+                        double lr, const std::string& suffix) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   if (!tty_ && now - last_line_ < std::chrono::seconds(10)) return;

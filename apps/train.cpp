@@ -3,6 +3,7 @@
 // the train step fed, a validation pass and a checkpoint after every epoch. With no --data it
 // trains the small CNN on the built-in shapes dataset, written once into a cache folder: the
 // quickstart's main job. This file parses the options and prints; the loop is the library's.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <stoke/train/model_card.hpp>
 #include <stoke/train/report.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
@@ -92,23 +94,24 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
   std::string models;
   for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
   const auto value = [](auto* target) { return po::value(target)->default_value(*target); };
-  cli.add()("data", po::value(&c.data), "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
+  cli.add()("data", po::value(&c.data),
+            "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
       "format", value(&c.format), "auto, folder, filelist, cifar or packed")(
       "on-error", value(&c.on_error),
       "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
       "model", value(&c.model), ("the model: " + models).c_str())(
       "epochs", value(&c.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
-      "batch", value(&c.batch), "images per batch")(
-      "size", value(&c.size), "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
-      "lr", value(&c.lr), "learning rate after the warmup")(
-      "schedule", value(&c.schedule), "cosine, step (x0.1 every 30% of the run) or constant")(
+      "batch", value(&c.batch), "images per batch")("size", value(&c.size),
+                                                    "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
+      "lr", value(&c.lr), "learning rate after the warmup")("schedule", value(&c.schedule),
+                                                            "cosine, step (x0.1 every 30% of the run) or constant")(
       "warmup", value(&c.warmup), "epochs of linear warmup")("momentum", value(&c.momentum), "SGD momentum (Nesterov)")(
       "weight-decay", value(&c.weight_decay), "on weights, not biases or BN")(
-      "label-smoothing", value(&c.label_smoothing), "in [0, 1)")(
-      "precision", value(&c.precision), "fp32, or bf16 / fp16 mixed precision (CUDA)")(
-      "device", value(&c.device), "auto, cpu, cuda or cuda:N")(
-      "threads", value(&c.threads), "input threads (0: the scheduler's choice)")(
+      "label-smoothing", value(&c.label_smoothing), "in [0, 1)")("precision", value(&c.precision),
+                                                                 "fp32, or bf16 / fp16 mixed precision (CUDA)")(
+      "device", value(&c.device), "auto, cpu, cuda or cuda:N")("threads", value(&c.threads),
+                                                               "input threads (0: the scheduler's choice)")(
       "autotune", value(&c.autotune), "on or off: the scheduler moves input threads")(
       "accumulate", value(&c.accumulate), "batches per optimizer step")(
       "checkpoint", po::value(&c.checkpoint), "folder for epoch_N.safetensors and last.safetensors")(
@@ -116,9 +119,8 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "transform", po::value(&c.transforms)->composing(),
       "a training transform spec, repeatable, in order (default: random_resized_crop size=S scale=0.35:1,\n"
       "random_horizontal_flip, normalize; for the built-in dataset no crop); `stoke bench pipeline\n"
-      "--list-transforms` lists them")(
-      "plugin", po::value(&c.plugins)->composing(),
-      "a shared library of extra transforms (see examples/plugin), repeatable")(
+      "--list-transforms` lists them")("plugin", po::value(&c.plugins)->composing(),
+                                       "a shared library of extra transforms (see examples/plugin), repeatable")(
       "seed", value(&c.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
       "bit-identical weights for a seed whatever --threads (the CPU device always is; CUDA is refused)")(
@@ -126,22 +128,26 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "report", po::value(&c.report),
       "write an HTML page of the run (self-contained): throughput and busy % over time, per-stage\n"
       "busy/starved/blocked, the scheduler's moves, loss and accuracy per epoch, skipped files;\n"
-      "rewritten after every epoch")(
-      "config", po::value(&c.config), "read options from this file too: 'key = value' lines (the command line wins)")(
+      "rewritten after every epoch")("config", po::value(&c.config),
+                                     "read options from this file too: 'key = value' lines (the command line wins)")(
       "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout");
   cli.config_file_option("config");
 }
 
-// A usage mistake the parser cannot see, or "" when there is none.
-std::string check(const TrainConfig& c) {
+// A usage mistake the parser cannot see, or "" when there is none; parses the precision and the
+// schedule on the way.
+std::string check(const TrainConfig& c, gpu::DType& compute, nn::LrScheduleKind& schedule) {
   if (c.epochs < 0 || c.batch < 1 || c.accumulate < 1) {
     return "--epochs must be >= 0 (0: the default), --batch and --accumulate at least 1";
   }
-  const auto one_of = [](const std::string& v, std::initializer_list<const char*> choices) {
-    for (const char* choice : choices) {
-      if (v == choice) return true;
-    }
-    return false;
+  try {
+    compute = compute_dtype(c.precision);
+    schedule = nn::parse_lr_schedule(c.schedule);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  const auto one_of = [](const std::string& v, std::initializer_list<std::string_view> choices) {
+    return std::find(choices.begin(), choices.end(), v) != choices.end();
   };
   if (!one_of(c.format, {"auto", "folder", "filelist", "cifar", "packed"})) {
     return "--format must be auto, folder, filelist, cifar or packed (got '" + c.format + "')";
@@ -221,16 +227,10 @@ int train(int argc, char** argv) {
   add_options(cli, c);
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
-  if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
-  if (c.epochs == 0) c.epochs = c.data.empty() ? 6 : 10;
   gpu::DType compute{};
   nn::LrScheduleKind schedule_kind{};
-  try {
-    compute = compute_dtype(c.precision);
-    schedule_kind = nn::parse_lr_schedule(c.schedule);
-  } catch (const std::invalid_argument& e) {
-    return cli.usage_error(e.what());
-  }
+  if (const std::string mistake = check(c, compute, schedule_kind); !mistake.empty()) return cli.usage_error(mistake);
+  if (c.epochs == 0) c.epochs = c.data.empty() ? 6 : 10;
   for (const std::string& plugin : c.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
 
   const fs::path builtin = c.data.empty() ? builtin_dataset_with_progress(c.json) : fs::path();
@@ -299,64 +299,27 @@ int train(int argc, char** argv) {
                                   .eval_transforms = options.val_input.transforms});
 
   // ---- what the run shows: a progress line, a JSON or text line per epoch, the HTML report
-  const auto run_start = std::chrono::steady_clock::now();
-  const auto now = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count(); };
   const auto gpu_busy = [&]() -> std::optional<double> {  // NVML's utilization (nothing on the CPU device)
     if (const auto stats = gpu_monitor.stats(); stats.last) return stats.last->utilization_pct / 100.0;
     return std::nullopt;
   };
   const char* busy_name = machine.device.is_cpu() ? "CPU compute" : "GPU";
   ProgressLine progress_line(!c.json);
-  std::optional<RunRecorder> recorder;
-  if (!c.report.empty()) recorder.emplace();
-  const std::vector<std::pair<std::string, std::string>> report_settings = {
-      {"data", data.train_path.string()},
-      {"validation", data.val ? data.val_path.string() : "none"},
-      {"model", c.model + " (" + parameters + " parameters)"},
-      {"device", backend.describe()},
-      {"precision", c.precision},
-      {"epochs", std::to_string(c.epochs)},
-      {"batch", std::to_string(c.batch) + (c.accumulate > 1 ? " x " + std::to_string(c.accumulate) + " accumulated" : "")},
-      {"image size", std::to_string(size)},
-      {"learning rate", number_text(c.lr) + ", " + c.schedule + ", warmup " + number_text(c.warmup) + " epochs"},
-      {"input threads", c.threads > 0 ? std::to_string(c.threads) : "the scheduler's choice"},
-      {"autotune", c.autotune},
-      {"seed", std::to_string(c.seed)}};
-
   FitCallbacks callbacks;
-  callbacks.on_pass_begin = [&](std::int64_t epoch, Phase phase) {
-    if (recorder) recorder->begin_phase(now(), static_cast<int>(epoch), to_string(phase));
-  };
   callbacks.on_progress = [&](const FitProgress& p) {
-    const std::vector<graph::StageStats> stages = p.pipeline.stats();
-    const std::optional<double> gpu = gpu_busy();
-    if (p.phase == Phase::train) {
-      const Limit limit = find_limit(stages, "train", p.totals.seconds);
-      char suffix[160];
-      std::snprintf(suffix, sizeof suffix, "%s busy %.0f%% (limit: %s)", busy_name, 100 * gpu.value_or(limit.compute_busy),
-                    limit.stage.empty() ? "-" : limit.stage.c_str());
-      const double loss = p.totals.images > 0 ? p.totals.loss_sum / static_cast<double>(p.totals.images) : 0.0;
-      progress_line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(c.epochs), p.totals.images,
-                         p.pass_images, p.totals.seconds, loss, static_cast<double>(p.lr), suffix);
-    }
-    if (recorder) recorder->sample(now(), p.totals.images, stages, gpu);
+    if (p.phase != Phase::train) return;
+    const Limit limit = find_limit(p.pipeline.stats(), "train", p.totals.seconds);
+    char suffix[160];
+    std::snprintf(suffix, sizeof suffix, "%s busy %.0f%% (limit: %s)", busy_name,
+                  100 * gpu_busy().value_or(limit.compute_busy), limit.stage.empty() ? "-" : limit.stage.c_str());
+    const double loss = p.totals.images > 0 ? p.totals.loss_sum / static_cast<double>(p.totals.images) : 0.0;
+    progress_line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(c.epochs), p.totals.images,
+                       p.pass_images, p.totals.seconds, loss, static_cast<double>(p.lr), suffix);
   };
-  callbacks.on_pass_end = [&](std::int64_t, Phase phase, const EpochTotals& totals) {
+  callbacks.on_pass_end = [&](std::int64_t, Phase phase, const EpochTotals&) {
     if (phase == Phase::train) progress_line.clear();
-    if (recorder) recorder->end_phase(now(), totals.images, totals.report);
   };
   callbacks.on_epoch = [&](const EpochSummary& s) {
-    if (recorder) {
-      recorder->epoch({.epoch = static_cast<int>(s.epoch),
-                       .train_loss = s.train_loss,
-                       .train_top1 = s.train_top1,
-                       .val_top1 = s.val_top1,
-                       .val_top5 = s.val_top5,
-                       .images_per_sec = s.images_per_sec,
-                       .compute_busy = s.train.compute_busy,
-                       .skipped = s.skipped});
-      recorder->write_html(c.report, "stoke train: " + c.model, report_settings);
-    }
     if (c.json) {
       print_json(epoch_json(s));
     } else {
@@ -365,6 +328,28 @@ int train(int argc, char** argv) {
     return true;
   };
   if (!c.checkpoint.empty()) callbacks.checkpoint = checkpoint_every_epoch(c.checkpoint);
+  RunRecorder recorder;
+  if (!c.report.empty()) {
+    callbacks = record_fit(
+        recorder, std::move(callbacks),
+        {.html = c.report,
+         .title = "stoke train: " + c.model,
+         .settings = {{"data", data.train_path.string()},
+                      {"validation", data.val ? data.val_path.string() : "none"},
+                      {"model", c.model + " (" + parameters + " parameters)"},
+                      {"device", backend.describe()},
+                      {"precision", c.precision},
+                      {"epochs", std::to_string(c.epochs)},
+                      {"batch", std::to_string(c.batch) +
+                                    (c.accumulate > 1 ? " x " + std::to_string(c.accumulate) + " accumulated" : "")},
+                      {"image size", std::to_string(size)},
+                      {"learning rate",
+                       number_text(c.lr) + ", " + c.schedule + ", warmup " + number_text(c.warmup) + " epochs"},
+                      {"input threads", c.threads > 0 ? std::to_string(c.threads) : "the scheduler's choice"},
+                      {"autotune", c.autotune},
+                      {"seed", std::to_string(c.seed)}},
+         .gpu_busy = gpu_busy});
+  }
 
   const graph::SignalStop signals(2);  // Ctrl-C: the step finishes, a checkpoint is written; again: exit now
   const FitResult result = fit(trainer, data.train, data.val, options, callbacks);

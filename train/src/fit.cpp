@@ -34,14 +34,16 @@ class EpochRun {
 
   // Trains from `start` items into the epoch's order; afterwards position() is the resume point.
   EpochTotals train(const nodes::DatasetPtr& dataset, const InputConfig& input) {
-    position_of_ = positions_in(nodes::EpochOrder(
-        dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}));
+    position_of_ = positions_in(
+        nodes::EpochOrder(dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}));
     position_ = input.start;
     const auto batch = input.batch_size;
     const auto remaining = dataset->size() - std::min(dataset->size(), input.start);
     const auto pass_images = static_cast<std::int64_t>(remaining / batch * batch);
-    PassOptions pass{.stage = "train", .progress = progress(Phase::train, pass_images), .after_batch = {}, .window = {}};
-    if (callbacks_.on_step) pass.after_batch = [this](const BatchTensors& t, const nn::LossStats& s) { step_done(t, s); };
+    PassOptions pass{
+        .stage = "train", .progress = progress(Phase::train, pass_images), .after_batch = {}, .window = {}};
+    if (callbacks_.on_step)
+      pass.after_batch = [this](const BatchTensors& t, const nn::LossStats& s) { step_done(t, s); };
     return run(Phase::train, dataset, input, pass, [this](const BatchTensors& t) {
       const std::int64_t step = trainer_.step();
       lr_ = trainer_.lr();
@@ -55,14 +57,15 @@ class EpochRun {
   EpochTotals validate(const nodes::DatasetPtr& dataset, const InputConfig& input) {
     const auto pass_images = static_cast<std::int64_t>(dataset->size());
     nn::Backend& backend = trainer_.backend();
-    return run(Phase::evaluate, dataset, input,
-               {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .after_batch = {}, .window = {}},
-               [this, &backend](const BatchTensors& t) {
-                 nn::Tensor logits;
-                 StepResult r{trainer_.evaluate_batch(t.images, t.labels, &logits)};
-                 r.correct_top5 = top_k_correct(logits, t.labels, 5, backend);
-                 return r;
-               });
+    return run(
+        Phase::evaluate, dataset, input,
+        {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .after_batch = {}, .window = {}},
+        [this, &backend](const BatchTensors& t) {
+          nn::Tensor logits;
+          StepResult r{trainer_.evaluate_batch(t.images, t.labels, &logits)};
+          r.correct_top5 = top_k_correct(logits, t.labels, 5, backend);
+          return r;
+        });
   }
 
   std::size_t position() const noexcept { return position_; }
@@ -175,7 +178,8 @@ TrainingData open_training_data(const fs::path& train, const fs::path& val, cons
 }
 
 std::int64_t steps_per_epoch(std::size_t train_images, std::size_t batch_size, int accumulation) {
-  if (batch_size == 0 || accumulation < 1) throw std::invalid_argument("steps_per_epoch: batch size and accumulation must be positive");
+  if (batch_size == 0 || accumulation < 1)
+    throw std::invalid_argument("steps_per_epoch: batch size and accumulation must be positive");
   const auto batches = static_cast<std::int64_t>(train_images / batch_size);
   return std::max<std::int64_t>(1, batches / accumulation);
 }
@@ -183,9 +187,8 @@ std::int64_t steps_per_epoch(std::size_t train_images, std::size_t batch_size, i
 nn::LrScheduleOptions epoch_schedule(nn::LrScheduleKind kind, float lr, double warmup_epochs,
                                      std::int64_t steps_per_epoch, int epochs) {
   const std::int64_t total_steps = steps_per_epoch * epochs;
-  const auto warmup_steps =
-      std::min<std::int64_t>(static_cast<std::int64_t>(warmup_epochs * static_cast<double>(steps_per_epoch)),
-                             total_steps - 1);
+  const auto warmup_steps = std::min<std::int64_t>(
+      static_cast<std::int64_t>(warmup_epochs * static_cast<double>(steps_per_epoch)), total_steps - 1);
   return {.kind = kind,
           .base_lr = lr,
           .total_steps = total_steps,

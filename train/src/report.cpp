@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <system_error>
 
@@ -245,6 +246,47 @@ void RunRecorder::write_html(const fs::path& path, const std::string& title,
   std::error_code error;
   fs::rename(temporary, path, error);
   if (error) fail(error.message());
+}
+
+FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecording recording) {
+  // One state shared by the hooks (copies of FitCallbacks share it too).
+  struct State {
+    RunRecorder& recorder;
+    FitCallbacks inner;
+    FitRecording recording;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    double now() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+    std::optional<double> gpu_busy() const { return recording.gpu_busy ? recording.gpu_busy() : std::nullopt; }
+  };
+  auto state = std::make_shared<State>(State{recorder, std::move(callbacks), std::move(recording)});
+  FitCallbacks out = state->inner;
+  out.on_pass_begin = [state](std::int64_t epoch, Phase phase) {
+    state->recorder.begin_phase(state->now(), static_cast<int>(epoch), to_string(phase));
+    if (state->inner.on_pass_begin) state->inner.on_pass_begin(epoch, phase);
+  };
+  out.on_progress = [state](const FitProgress& p) {
+    state->recorder.sample(state->now(), p.totals.images, p.pipeline.stats(), state->gpu_busy());
+    if (state->inner.on_progress) state->inner.on_progress(p);
+  };
+  out.on_pass_end = [state](std::int64_t epoch, Phase phase, const EpochTotals& totals) {
+    state->recorder.end_phase(state->now(), totals.images, totals.report);
+    if (state->inner.on_pass_end) state->inner.on_pass_end(epoch, phase, totals);
+  };
+  out.on_epoch = [state](const EpochSummary& s) {
+    state->recorder.epoch({.epoch = static_cast<int>(s.epoch),
+                           .train_loss = s.train_loss,
+                           .train_top1 = s.train_top1,
+                           .val_top1 = s.val_top1,
+                           .val_top5 = s.val_top5,
+                           .images_per_sec = s.images_per_sec,
+                           .compute_busy = s.train.compute_busy,
+                           .skipped = s.skipped});
+    if (!state->recording.html.empty()) {
+      state->recorder.write_html(state->recording.html, state->recording.title, state->recording.settings);
+    }
+    return state->inner.on_epoch ? state->inner.on_epoch(s) : true;
+  };
+  return out;
 }
 
 }  // namespace stoke::train

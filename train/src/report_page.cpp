@@ -130,7 +130,7 @@ std::string RunRecorder::json_locked() const {
   Json out;
   out["run_seconds"] = rounded(run_seconds, 9);
   out["gpu_known"] = std::any_of(all.begin(), all.end(), [](const Sample& s) { return s.gpu_busy.has_value(); });
-  Json samples = {{"t", Json::array()}, {"dt", Json::array()},  {"phase", Json::array()},
+  Json samples = {{"t", Json::array()},   {"dt", Json::array()},  {"phase", Json::array()},
                   {"ips", Json::array()}, {"gpu", Json::array()}, {"compute", Json::array()}};
   for (const Sample& s : all) {
     samples["t"].push_back(rounded(s.seconds, 9));
@@ -362,6 +362,5 @@ std::string RunRecorder::html(const std::string& title,
   h += "<script>\n" + std::string(assets::report_js) + "</script>\n</body>\n</html>\n";
   return h;
 }
-
 
 }  // namespace stoke::train

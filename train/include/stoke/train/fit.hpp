@@ -91,32 +91,32 @@ struct FitOptions {
 struct FitProgress {
   std::int64_t epoch = 0;  ///< from 1
   Phase phase = Phase::train;
-  const EpochTotals& totals;  ///< the pass so far
-  std::int64_t pass_images;   ///< the images this pass will see in all (a training pass: whole batches)
-  float lr;                   ///< the learning rate of the next optimizer step
+  const EpochTotals& totals;        ///< the pass so far
+  std::int64_t pass_images;         ///< the images this pass will see in all (a training pass: whole batches)
+  float lr;                         ///< the learning rate of the next optimizer step
   const graph::Pipeline& pipeline;  ///< running: Pipeline::stats() is safe
 };
 
 /// What on_step sees after each training batch.
 struct StepEvent {
-  std::int64_t epoch = 0;      ///< from 1
-  std::int64_t step = 0;       ///< optimizer steps taken in the whole run (Trainer::step())
-  bool stepped = false;        ///< this batch completed an optimizer step (not one accumulated)
-  float lr = 0;                ///< the learning rate this batch's step used
-  double loss = 0;             ///< the batch's mean loss
-  std::int64_t correct = 0;    ///< rows whose top class is the label
-  std::int64_t images = 0;     ///< the batch's size
-  std::size_t position = 0;    ///< the resume point: items of the epoch's order trained on by full steps
+  std::int64_t epoch = 0;    ///< from 1
+  std::int64_t step = 0;     ///< optimizer steps taken in the whole run (Trainer::step())
+  bool stepped = false;      ///< this batch completed an optimizer step (not one accumulated)
+  float lr = 0;              ///< the learning rate this batch's step used
+  double loss = 0;           ///< the batch's mean loss
+  std::int64_t correct = 0;  ///< rows whose top class is the label
+  std::int64_t images = 0;   ///< the batch's size
+  std::size_t position = 0;  ///< the resume point: items of the epoch's order trained on by full steps
 };
 
 /// One epoch's results, given to the checkpoint policy and then to on_epoch.
 struct EpochSummary {
-  std::int64_t epoch = 0;  ///< from 1
-  int epochs = 0;          ///< of the run
-  EpochTotals train{};       ///< the training pass
-  EpochTotals val{};         ///< the validation pass; empty (images 0) without a split or when interrupted
-  double train_loss = 0;   ///< mean over the images
-  double train_top1 = 0;   ///< 0..1
+  std::int64_t epoch = 0;            ///< from 1
+  int epochs = 0;                    ///< of the run
+  EpochTotals train{};               ///< the training pass
+  EpochTotals val{};                 ///< the validation pass; empty (images 0) without a split or when interrupted
+  double train_loss = 0;             ///< mean over the images
+  double train_top1 = 0;             ///< 0..1
   std::optional<double> val_top1{};  ///< 0..1; none when the validation pass did not run to its end
   std::optional<double> val_top5{};
   double images_per_sec = 0;  ///< the training pass's
@@ -166,8 +166,8 @@ struct FitResult {
   std::uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files{};  ///< the first FitOptions::max_listed_skips
   std::filesystem::path checkpoint{};        ///< the newest written, the one to resume from; empty when none
-  bool interrupted = false;                ///< ended by Ctrl-C
-  bool stopped_early = false;              ///< ended by on_epoch
+  bool interrupted = false;                  ///< ended by Ctrl-C
+  bool stopped_early = false;                ///< ended by on_epoch
   double images_per_sec() const { return seconds > 0 ? static_cast<double>(images) / seconds : 0; }
 };
 

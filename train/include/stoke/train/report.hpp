@@ -1,4 +1,5 @@
-// RunRecorder: what `stoke train --report FILE.html` records during a run, and the page it writes.
+// RunRecorder: what `stoke train --report FILE.html` records during a run, and the page it writes;
+// record_fit feeds one from fit()'s callbacks.
 //
 //   RunRecorder rec;
 //   rec.begin_phase(now(), 1, "train");
@@ -19,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stoke/graph/decision.hpp>
@@ -26,6 +28,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "stoke/train/fit.hpp"
 
 namespace stoke::train {
 
@@ -165,5 +169,21 @@ class RunRecorder {
   std::uint64_t skips_total_ = 0;
   std::vector<EpochRow> epochs_;
 };
+
+/// How record_fit writes the page of a fit() run.
+struct FitRecording {
+  /// Rewritten after every epoch (RunRecorder::write_html); empty: never written.
+  std::filesystem::path html{};
+  std::string title = "stoke train";
+  std::vector<std::pair<std::string, std::string>> settings{};  ///< the settings table, in order
+  /// The GPU's utilization 0..1 when known (e.g. from gpu::NvmlMonitor); empty: not known.
+  std::function<std::optional<double>()> gpu_busy{};
+};
+
+/// `callbacks` with `recorder` fed from them: a phase per pass, a sample per progress call, the
+/// phase's totals when it ends, a row per epoch and the page rewritten after it. Seconds count from
+/// this call. `callbacks`' own hooks still run, each after the recorder's part; `recorder` must
+/// outlive the fit() that uses the result.
+FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecording recording);
 
 }  // namespace stoke::train
