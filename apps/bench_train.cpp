@@ -13,11 +13,11 @@
 #include <numeric>
 #include <stdexcept>
 #include <stoke/nn/models.hpp>
-#include <stoke/nn/trainer.hpp>
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/epoch.hpp>
 #include <stoke/train/input.hpp>
+#include <stoke/train/recipe.hpp>
 #include <stoke/train/step_timing.hpp>
 #include <string>
 #include <vector>
@@ -160,7 +160,6 @@ int bench_train(int argc, char** argv) {
   }
   // A one-class folder still measures the pipeline; the classifier gets two outputs at least.
   const int classes = std::max<int>(2, static_cast<int>(dataset->classes().size()));
-  const int size = c.size > 0 ? c.size : default_image_size(c.model);
 
   // ---- compute: one model and trainer for both measurements, `stoke train`'s defaults
   const ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
@@ -169,24 +168,24 @@ int bench_train(int argc, char** argv) {
     return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend.describe() +
                            " computes in fp32 only");
   }
-  auto model = nn::make_model(c.model, {.classes = classes, .seed = c.seed});
-  model->to(compute.device, backend.stream());
-  nn::Trainer trainer(*model, backend,
-                      {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f, .nesterov = true},
-                       .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f},
-                       .label_smoothing = 0.05f,
-                       .seed = c.seed,
-                       .compute = dtype});
+  // `stoke train`'s recipe at a constant learning rate.
+  const Recipe recipe{.model = c.model,
+                      .batch = c.batch,
+                      .size = c.size,
+                      .builtin_data = c.data.empty(),
+                      .schedule = nn::LrScheduleKind::constant,
+                      .warmup = 0,
+                      .precision = dtype,
+                      .seed = c.seed,
+                      .threads = c.threads,
+                      .autotune = c.autotune == "on"};
+  const auto model = make_model(recipe, classes, backend);
+  nn::Trainer trainer(*model, backend, trainer_options(recipe, dataset->size()));
   // f32 NCHW images, as to_tensors hands the pipeline's batches to the step: both measurements
   // then run the same step, the cast to the compute dtype included.
+  const int size = recipe.image_size();
   const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes);
-
-  InputConfig input;
-  input.batch_size = static_cast<std::size_t>(c.batch);
-  input.size = size;
-  input.transforms = default_train_transforms(size, c.data.empty());
-  input.threads = c.threads;
-  input.autotune = c.autotune == "on";
+  InputConfig input = training_input(recipe);
   if (!c.json) {
     std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s on %s; %zu images in %s\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), c.batch, size, size,

@@ -67,10 +67,10 @@ void ProgressLine::clear() {
   drawn_ = false;
 }
 
-nlohmann::ordered_json json_number(double value) {
-  if (!std::isfinite(value)) return nullptr;
+nlohmann::ordered_json json_number(std::optional<double> value) {
+  if (!value || !std::isfinite(*value)) return nullptr;
   char text[32];
-  std::snprintf(text, sizeof text, "%.6g", value);
+  std::snprintf(text, sizeof text, "%.6g", *value);
   const double rounded = std::strtod(text, nullptr);
   if (rounded == std::trunc(rounded) && std::fabs(rounded) < 1e15) return static_cast<std::int64_t>(rounded);
   return rounded;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace stoke::app {
@@ -34,8 +35,8 @@ class ProgressLine {
 };
 
 /// A JSON number as the commands print them: 6 significant digits ("%.6g"), a whole number
-/// without a fraction (1, not 1.0), null when not finite.
-nlohmann::ordered_json json_number(double value);
+/// without a fraction (1, not 1.0), null when not finite or not there.
+nlohmann::ordered_json json_number(std::optional<double> value);
 
 /// Prints `json` as one line on stdout and flushes (bytes that are not UTF-8 become U+FFFD).
 void print_json(const nlohmann::ordered_json& json);

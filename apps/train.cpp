@@ -13,12 +13,11 @@
 #include <stoke/gpu/nvml_monitor.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/models.hpp>
-#include <stoke/nn/trainer.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/fit.hpp>
-#include <stoke/train/model_card.hpp>
+#include <stoke/train/recipe.hpp>
 #include <stoke/train/report.hpp>
 #include <string>
 #include <string_view>
@@ -42,30 +41,18 @@ namespace po = boost::program_options;
 using Json = nlohmann::ordered_json;
 
 struct TrainConfig {
-  std::string data;  // empty: the built-in shapes dataset
-  std::string val;   // empty: DATA/../val when DATA ends in "train", else none
+  Recipe recipe{.epochs = 0};  // --epochs 0: 6 for the built-in dataset, else 10
+  std::string data;            // empty: the built-in shapes dataset
+  std::string val;             // empty: DATA/../val when DATA ends in "train", else none
   std::string format = "auto";
   std::string on_error = "skip";
-  std::string model = "small_cnn";
-  int epochs = 0;  // 0: 6 for the built-in dataset, else 10
-  int batch = 64;
-  int size = 0;  // 0: 32 for small_cnn and mobilenet, 224 for the ResNets
-  float lr = 0.05f;
   std::string schedule = "cosine";
-  double warmup = 1;  // epochs
-  float momentum = 0.9f;
-  float weight_decay = 5e-4f;
-  float label_smoothing = 0.05f;
   std::string precision = "fp32";
-  std::string device = "auto";
-  int threads = 0;
   std::string autotune = "on";
-  int accumulate = 1;
+  std::string device = "auto";
   std::string checkpoint;  // a folder; empty: none
   std::string resume;      // a checkpoint file
-  std::vector<std::string> transforms;
   std::vector<std::string> plugins;
-  std::uint64_t seed = 0;
   bool deterministic = false;
   std::string trace;   // a Chrome trace of the first training epoch
   std::string report;  // an HTML page of the run
@@ -94,34 +81,35 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
   std::string models;
   for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
   const auto value = [](auto* target) { return po::value(target)->default_value(*target); };
+  Recipe& r = c.recipe;
   cli.add()("data", po::value(&c.data),
             "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
       "format", value(&c.format), "auto, folder, filelist, cifar or packed")(
       "on-error", value(&c.on_error),
       "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
-      "model", value(&c.model), ("the model: " + models).c_str())(
-      "epochs", value(&c.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
-      "batch", value(&c.batch), "images per batch")("size", value(&c.size),
+      "model", value(&r.model), ("the model: " + models).c_str())(
+      "epochs", value(&r.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
+      "batch", value(&r.batch), "images per batch")("size", value(&r.size),
                                                     "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
-      "lr", value(&c.lr), "learning rate after the warmup")("schedule", value(&c.schedule),
+      "lr", value(&r.lr), "learning rate after the warmup")("schedule", value(&c.schedule),
                                                             "cosine, step (x0.1 every 30% of the run) or constant")(
-      "warmup", value(&c.warmup), "epochs of linear warmup")("momentum", value(&c.momentum), "SGD momentum (Nesterov)")(
-      "weight-decay", value(&c.weight_decay), "on weights, not biases or BN")(
-      "label-smoothing", value(&c.label_smoothing), "in [0, 1)")("precision", value(&c.precision),
+      "warmup", value(&r.warmup), "epochs of linear warmup")("momentum", value(&r.momentum), "SGD momentum (Nesterov)")(
+      "weight-decay", value(&r.weight_decay), "on weights, not biases or BN")(
+      "label-smoothing", value(&r.label_smoothing), "in [0, 1)")("precision", value(&c.precision),
                                                                  "fp32, or bf16 / fp16 mixed precision (CUDA)")(
-      "device", value(&c.device), "auto, cpu, cuda or cuda:N")("threads", value(&c.threads),
+      "device", value(&c.device), "auto, cpu, cuda or cuda:N")("threads", value(&r.threads),
                                                                "input threads (0: the scheduler's choice)")(
       "autotune", value(&c.autotune), "on or off: the scheduler moves input threads")(
-      "accumulate", value(&c.accumulate), "batches per optimizer step")(
+      "accumulate", value(&r.accumulate), "batches per optimizer step")(
       "checkpoint", po::value(&c.checkpoint), "folder for epoch_N.safetensors and last.safetensors")(
       "resume", po::value(&c.resume), "a checkpoint to continue from (its epoch, position, LR and weights)")(
-      "transform", po::value(&c.transforms)->composing(),
+      "transform", po::value(&r.transforms)->composing(),
       "a training transform spec, repeatable, in order (default: random_resized_crop size=S scale=0.35:1,\n"
       "random_horizontal_flip, normalize; for the built-in dataset no crop); `stoke bench pipeline\n"
       "--list-transforms` lists them")("plugin", po::value(&c.plugins)->composing(),
                                        "a shared library of extra transforms (see examples/plugin), repeatable")(
-      "seed", value(&c.seed), "shuffling, augmentation, initial weights")(
+      "seed", value(&r.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
       "bit-identical weights for a seed whatever --threads (the CPU device always is; CUDA is refused)")(
       "trace", po::value(&c.trace), "write a Chrome trace (Perfetto, chrome://tracing) of the first training epoch")(
@@ -134,15 +122,16 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
   cli.config_file_option("config");
 }
 
-// A usage mistake the parser cannot see, or "" when there is none; parses the precision and the
-// schedule on the way.
-std::string check(const TrainConfig& c, gpu::DType& compute, nn::LrScheduleKind& schedule) {
-  if (c.epochs < 0 || c.batch < 1 || c.accumulate < 1) {
+// A usage mistake the parser cannot see, or "" when there is none; completes the recipe from
+// the options given as words.
+std::string check(TrainConfig& c) {
+  Recipe& r = c.recipe;
+  if (r.epochs < 0 || r.batch < 1 || r.accumulate < 1) {
     return "--epochs must be >= 0 (0: the default), --batch and --accumulate at least 1";
   }
   try {
-    compute = compute_dtype(c.precision);
-    schedule = nn::parse_lr_schedule(c.schedule);
+    r.precision = compute_dtype(c.precision);
+    r.schedule = nn::parse_lr_schedule(c.schedule);
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
@@ -155,31 +144,29 @@ std::string check(const TrainConfig& c, gpu::DType& compute, nn::LrScheduleKind&
   if (c.data.empty() && c.format != "auto") return "--format needs --data";
   if (!one_of(c.on_error, {"skip", "fail"})) return "--on-error must be skip or fail (got '" + c.on_error + "')";
   if (!one_of(c.autotune, {"on", "off"})) return "--autotune must be on or off (got '" + c.autotune + "')";
-  if (!c.transforms.empty() && c.transforms.back().rfind("normalize", 0) != 0) {
+  if (!r.transforms.empty() && r.transforms.back().rfind("normalize", 0) != 0) {
     return "the last --transform must be normalize (the model takes normalized float images); got '" +
-           c.transforms.back() + "'";
+           r.transforms.back() + "'";
   }
+  r.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
+  r.autotune = c.autotune == "on";
+  r.builtin_data = c.data.empty();
+  if (r.epochs == 0) r.epochs = r.builtin_data ? 6 : 10;
   return "";
 }
 
-// 0.05 rather than std::to_string's 0.050000.
-std::string number_text(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
 Json epoch_json(const EpochSummary& s) {
-  Json j{{"epoch", s.epoch}, {"train_loss", json_number(s.train_loss)}, {"train_top1", json_number(s.train_top1)}};
-  j["val_top1"] = s.val_top1 ? json_number(*s.val_top1) : Json(nullptr);
-  j["val_top5"] = s.val_top5 ? json_number(*s.val_top5) : Json(nullptr);
-  j["images_per_sec"] = json_number(s.images_per_sec);
-  j["compute_busy"] = json_number(s.train.compute_busy);
-  j["bottleneck"] = s.train.bottleneck;
-  j["skipped"] = s.skipped;
-  j["checkpoint"] = s.checkpoint.string();
-  j["interrupted"] = s.interrupted;
-  return j;
+  return {{"epoch", s.epoch},
+          {"train_loss", json_number(s.train_loss)},
+          {"train_top1", json_number(s.train_top1)},
+          {"val_top1", json_number(s.val_top1)},
+          {"val_top5", json_number(s.val_top5)},
+          {"images_per_sec", json_number(s.images_per_sec)},
+          {"compute_busy", json_number(s.train.compute_busy)},
+          {"bottleneck", s.train.bottleneck},
+          {"skipped", s.skipped},
+          {"checkpoint", s.checkpoint.string()},
+          {"interrupted", s.interrupted}};
 }
 
 Json final_json(const FitResult& r) {
@@ -227,16 +214,14 @@ int train(int argc, char** argv) {
   add_options(cli, c);
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
-  gpu::DType compute{};
-  nn::LrScheduleKind schedule_kind{};
-  if (const std::string mistake = check(c, compute, schedule_kind); !mistake.empty()) return cli.usage_error(mistake);
-  if (c.epochs == 0) c.epochs = c.data.empty() ? 6 : 10;
+  if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
+  const Recipe& recipe = c.recipe;
   for (const std::string& plugin : c.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
 
   const fs::path builtin = c.data.empty() ? builtin_dataset_with_progress(c.json) : fs::path();
   const fs::path train_path = c.data.empty() ? builtin / "train" : fs::path(c.data);
   const fs::path val_path = c.data.empty() && c.val.empty() ? builtin / "val" : fs::path(c.val);
-  const TrainingData data = open_training_data(train_path, val_path, c.format, static_cast<std::size_t>(c.batch));
+  const TrainingData data = open_training_data(train_path, val_path, c.format, static_cast<std::size_t>(recipe.batch));
   const auto classes = static_cast<int>(data.train->classes().size());
 
   const ComputeContext machine = make_compute(c.device, c.json ? nullptr : &std::cerr);
@@ -246,23 +231,13 @@ int train(int argc, char** argv) {
         "--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
         "add --device cpu");
   }
-  if (!backend.supports(compute, gpu::TensorLayout::nchw)) {
+  if (!backend.supports(recipe.precision, gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend.describe() +
                            " computes in fp32 only");
   }
   const gpu::NvmlMonitor gpu_monitor(machine.device, std::chrono::milliseconds(500));
-  auto model = nn::make_model(c.model, {.classes = classes, .seed = c.seed});
-  model->to(machine.device, backend.stream());
-  const int size = c.size > 0 ? c.size : default_image_size(c.model);
-  const std::int64_t steps = steps_per_epoch(data.train->size(), static_cast<std::size_t>(c.batch), c.accumulate);
-  nn::Trainer trainer(*model, backend,
-                      {.sgd = {.momentum = c.momentum, .weight_decay = c.weight_decay, .nesterov = c.momentum > 0},
-                       .schedule = epoch_schedule(schedule_kind, c.lr, c.warmup, steps, c.epochs),
-                       .label_smoothing = c.label_smoothing,
-                       .accumulation = c.accumulate,
-                       .seed = c.seed,
-                       .compute = compute,
-                       .loss_scale = {}});
+  const auto model = make_model(recipe, classes, backend);
+  nn::Trainer trainer(*model, backend, trainer_options(recipe, data.train->size()));
   if (!c.resume.empty()) {
     trainer.load(c.resume);
     const std::size_t position = resume_position(trainer);
@@ -275,28 +250,15 @@ int train(int argc, char** argv) {
   if (!c.checkpoint.empty()) fs::create_directories(c.checkpoint);
   if (const fs::path folder = fs::path(c.report).parent_path(); !folder.empty()) fs::create_directories(folder);
   const std::string parameters = std::to_string(nn::parameter_count(*model));
+  const int size = recipe.image_size();
   if (!c.json) {
     std::fprintf(stderr, "stoke train: %s (%s parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
-                 c.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(), data.train->size(),
+                 recipe.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(), data.train->size(),
                  data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size,
-                 c.batch);
+                 recipe.batch);
   }
-
-  FitOptions options{.epochs = c.epochs, .seed = c.seed, .trace_file = c.trace};
-  options.train_input.batch_size = static_cast<std::size_t>(c.batch);
-  options.train_input.size = size;
-  // The default augmentation: random crops for real photos; the shapes dataset's images are
-  // already framed at their size, and a crop would cut the shape that is the label.
-  options.train_input.transforms = c.transforms.empty() ? default_train_transforms(size, c.data.empty()) : c.transforms;
-  options.train_input.threads = c.threads;
-  options.train_input.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
-  options.train_input.autotune = c.autotune == "on";
-  options.val_input = evaluation_input(options.train_input, default_eval_transforms(size));
-  // What `stoke classify` and `stoke evaluate` need to use a checkpoint on their own.
-  options.metadata = to_metadata({.model = c.model,
-                                  .image_size = size,
-                                  .classes = data.train->classes(),
-                                  .eval_transforms = options.val_input.transforms});
+  FitOptions options = fit_options(recipe, data.train->classes());
+  options.trace_file = c.trace;
 
   // ---- what the run shows: a progress line, a JSON or text line per epoch, the HTML report
   const auto gpu_busy = [&]() -> std::optional<double> {  // NVML's utilization (nothing on the CPU device)
@@ -313,7 +275,7 @@ int train(int argc, char** argv) {
     std::snprintf(suffix, sizeof suffix, "%s busy %.0f%% (limit: %s)", busy_name,
                   100 * gpu_busy().value_or(limit.compute_busy), limit.stage.empty() ? "-" : limit.stage.c_str());
     const double loss = p.totals.images > 0 ? p.totals.loss_sum / static_cast<double>(p.totals.images) : 0.0;
-    progress_line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(c.epochs), p.totals.images,
+    progress_line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(recipe.epochs), p.totals.images,
                        p.pass_images, p.totals.seconds, loss, static_cast<double>(p.lr), suffix);
   };
   callbacks.on_pass_end = [&](std::int64_t, Phase phase, const EpochTotals&) {
@@ -330,25 +292,15 @@ int train(int argc, char** argv) {
   if (!c.checkpoint.empty()) callbacks.checkpoint = checkpoint_every_epoch(c.checkpoint);
   RunRecorder recorder;
   if (!c.report.empty()) {
+    std::vector<std::pair<std::string, std::string>> settings = {
+        {"data", data.train_path.string()},
+        {"validation", data.val ? data.val_path.string() : "none"},
+        {"model", recipe.model + " (" + parameters + " parameters)"},
+        {"device", backend.describe()}};
+    for (auto& row : settings_of(recipe)) settings.push_back(std::move(row));
     callbacks = record_fit(
         recorder, std::move(callbacks),
-        {.html = c.report,
-         .title = "stoke train: " + c.model,
-         .settings = {{"data", data.train_path.string()},
-                      {"validation", data.val ? data.val_path.string() : "none"},
-                      {"model", c.model + " (" + parameters + " parameters)"},
-                      {"device", backend.describe()},
-                      {"precision", c.precision},
-                      {"epochs", std::to_string(c.epochs)},
-                      {"batch", std::to_string(c.batch) +
-                                    (c.accumulate > 1 ? " x " + std::to_string(c.accumulate) + " accumulated" : "")},
-                      {"image size", std::to_string(size)},
-                      {"learning rate",
-                       number_text(c.lr) + ", " + c.schedule + ", warmup " + number_text(c.warmup) + " epochs"},
-                      {"input threads", c.threads > 0 ? std::to_string(c.threads) : "the scheduler's choice"},
-                      {"autotune", c.autotune},
-                      {"seed", std::to_string(c.seed)}},
-         .gpu_busy = gpu_busy});
+        {.html = c.report, .title = "stoke train: " + recipe.model, .settings = settings, .gpu_busy = gpu_busy});
   }
 
   const graph::SignalStop signals(2);  // Ctrl-C: the step finishes, a checkpoint is written; again: exit now

@@ -9,14 +9,11 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
-#include <stoke/nn/models.hpp>
-#include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/fit.hpp>
-#include <stoke/train/model_card.hpp>
+#include <stoke/train/recipe.hpp>
 #include <string>
 
-namespace nn = stoke::nn;
 namespace st = stoke::train;
 
 int main(int argc, char** argv) try {
@@ -24,32 +21,25 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "usage: %s DATA [EPOCHS] [OUT]\n", argv[0]);
     return 2;
   }
-  const int epochs = argc > 2 ? std::atoi(argv[2]) : 3;
+  // `stoke train`'s defaults (SGD with Nesterov momentum, a cosine schedule with a warmup epoch,
+  // random crops and flips), for the small CNN at 32 px.
+  const st::Recipe recipe{.model = "small_cnn", .epochs = argc > 2 ? std::atoi(argv[2]) : 3, .batch = 32, .size = 32};
   const std::string out = argc > 3 ? argv[3] : "example-train";
-  constexpr int size = 32, batch = 32;
-  const st::TrainingData data = st::open_training_data(argv[1], {}, "auto", batch);
+  const st::TrainingData data = st::open_training_data(argv[1], {}, "auto", recipe.batch);
   const st::ComputeContext compute = st::make_compute("auto", &std::cerr);
-  auto model = nn::make_model("small_cnn", {.classes = static_cast<int>(data.train->classes().size()), .seed = 1});
-  model->to(compute.device, compute.backend->stream());
-  const auto steps = st::steps_per_epoch(data.train->size(), batch, 1);
-  nn::Trainer trainer(*model, *compute.backend,
-                      {.schedule = st::epoch_schedule(nn::LrScheduleKind::cosine, 0.05f, 1, steps, epochs)});
+  const auto model = st::make_model(recipe, static_cast<int>(data.train->classes().size()), *compute.backend);
+  stoke::nn::Trainer trainer(*model, *compute.backend, st::trainer_options(recipe, data.train->size()));
 
-  st::FitOptions options{.epochs = epochs};
-  options.train_input.batch_size = batch;
-  options.train_input.size = size;
-  options.train_input.transforms = st::default_train_transforms(size, /*builtin=*/false);
-  options.val_input = st::evaluation_input(options.train_input, st::default_eval_transforms(size));
-  options.metadata = st::to_metadata({"small_cnn", size, data.train->classes(), options.val_input.transforms});
   st::FitCallbacks callbacks{.on_epoch =
                                  [](const st::EpochSummary& s) {
                                    std::printf("epoch %lld: train loss %.3f, val top-1 %.3f, %.0f images/s\n",
                                                static_cast<long long>(s.epoch), s.train_loss, s.val_top1.value_or(0),
                                                s.images_per_sec);
-                                   return true;
+                                   return true;  // false would stop here
                                  },
                              .checkpoint = st::checkpoint_every_epoch(out)};
-  const st::FitResult result = st::fit(trainer, data.train, data.val, options, callbacks);
+  const st::FitResult result =
+      st::fit(trainer, data.train, data.val, st::fit_options(recipe, data.train->classes()), callbacks);
   std::printf("example: done after epoch %lld; checkpoint %s\n", static_cast<long long>(result.epochs),
               result.checkpoint.c_str());
   return 0;
