@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <utility>
 
 #include "report/assets.hpp"
 #include "stoke/train/report.hpp"
@@ -18,31 +20,24 @@ using Json = nlohmann::ordered_json;
 
 // ---- text
 
-std::string html_escape(std::string_view s) {
+/// `text` with each character `replacements` names replaced by its text.
+std::string replaced(std::string_view text, std::initializer_list<std::pair<char, std::string_view>> replacements) {
   std::string out;
-  out.reserve(s.size());
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto* it =
+        std::find_if(replacements.begin(), replacements.end(), [c](const auto& r) { return r.first == c; });
+    if (it == replacements.end()) {
+      out += c;
+    } else {
+      out += it->second;
     }
   }
   return out;
+}
+
+std::string html_escape(std::string_view s) {
+  return replaced(s, {{'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&#39;"}});
 }
 
 /// `v` with `decimals` digits after the point.
@@ -97,25 +92,8 @@ Json rounded(std::optional<double> v, int digits = 4) { return v ? rounded(*v, d
 /// become \u escapes, so that no embedded text can end the element ("</script>") or open a
 /// comment in it. Bytes that are not UTF-8 (a file name) become U+FFFD.
 std::string script_safe(const Json& json) {
-  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '<':
-        out += "\\u003c";
-        break;
-      case '>':
-        out += "\\u003e";
-        break;
-      case '&':
-        out += "\\u0026";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return replaced(json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  {{'<', "\\u003c"}, {'>', "\\u003e"}, {'&', "\\u0026"}});
 }
 
 }  // namespace
@@ -208,10 +186,7 @@ std::string RunRecorder::json_locked() const {
   return script_safe(out);
 }
 
-std::string RunRecorder::html(const std::string& title,
-                              const std::vector<std::pair<std::string, std::string>>& settings) const {
-  std::lock_guard lock(mutex_);
-
+std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool& gpu) const {
   // The summary.
   double run_seconds = 0, train_seconds = 0;
   std::int64_t train_images = 0, all_images = 0;
@@ -227,7 +202,7 @@ std::string RunRecorder::html(const std::string& title,
   if (pending_) run_seconds = std::max(run_seconds, pending_->seconds);
   // The mean busy while training (over every phase when none is named "train"), weighted by time.
   double busy_sum = 0, busy_time = 0;
-  bool gpu = false;
+  gpu = false;
   for (const Sample& s : samples_) gpu = gpu || s.gpu_busy.has_value();
   const bool any_train = std::any_of(phases_.begin(), phases_.end(), [](const Phase& p) { return p.name == "train"; });
   for (const Sample& s : samples_) {
@@ -256,6 +231,85 @@ std::string RunRecorder::html(const std::string& title,
   if (all_images != train_images)
     cards.emplace_back("images evaluated",
                        thousands(static_cast<std::uint64_t>(std::max<std::int64_t>(0, all_images - train_images))));
+
+  return cards;
+}
+
+std::string RunRecorder::epochs_table_locked() const {
+  std::string h;
+  if (!epochs_.empty()) {
+    h += "<details" + std::string(epochs_.size() <= 20 ? " open" : "") + "><summary>" + std::to_string(epochs_.size()) +
+         (epochs_.size() == 1 ? " epoch" : " epochs") + "</summary>\n";
+    h += "<table>\n<tr><th class=\"n\">epoch</th><th class=\"n\">train loss</th><th class=\"n\">train top-1</th>"
+         "<th class=\"n\">val top-1</th><th class=\"n\">val top-5</th><th class=\"n\">images/s</th>"
+         "<th class=\"n\">compute busy</th><th class=\"n\">skipped</th></tr>\n";
+    for (const EpochRow& e : epochs_) {
+      h += "<tr><td class=\"n\">" + std::to_string(e.epoch) + "</td><td class=\"n\">" + fixed(e.train_loss, 4) +
+           "</td><td class=\"n\">" + percent(e.train_top1) + "</td><td class=\"n\">" +
+           (e.val_top1 ? percent(*e.val_top1) : "-") + "</td><td class=\"n\">" +
+           (e.val_top5 ? percent(*e.val_top5) : "-") + "</td><td class=\"n\">" + fixed(e.images_per_sec, 0) +
+           "</td><td class=\"n\">" + percent(e.compute_busy) + "</td><td class=\"n\">" + thousands(e.skipped) +
+           "</td></tr>\n";
+    }
+    h += "</table>\n</details>\n";
+  }
+
+  return h;
+}
+
+std::string RunRecorder::moves_table_locked() const {
+  std::string h;
+  if (moves_total_ == 0) {
+    h += "<p class=\"note\">None: the scheduler was off (--autotune off) or found nothing to change.</p>\n";
+  } else {
+    h += "<details" + std::string(moves_.size() <= 20 ? " open" : "") + "><summary>" + std::to_string(moves_total_) +
+         " move" + (moves_total_ == 1 ? "" : "s") +
+         "</summary>\n<table>\n<tr><th class=\"n\">time</th><th>phase</th>"
+         "<th>move</th><th>why</th></tr>\n";
+    for (const Move& m : moves_) {
+      const Phase& p = phases_[static_cast<std::size_t>(m.phase)];
+      h += "<tr><td class=\"n\">" + fixed(m.seconds, 1) + " s" + "</td><td>" +
+           html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td><code>" +
+           html_escape(move_text(m.decision)) + (m.decision.revert ? " (revert)" : "") +
+           "</code></td><td class=\"why\">" + html_escape(m.decision.why) + "</td></tr>\n";
+    }
+    h += "</table>\n";
+    if (moves_total_ > moves_.size())
+      h += "<p class=\"note\">and " + thousands(moves_total_ - moves_.size()) + " more, not listed</p>\n";
+    h += "</details>\n";
+  }
+
+  return h;
+}
+
+std::string RunRecorder::skips_table_locked() const {
+  std::string h;
+  if (skips_total_ == 0) {
+    h += "<p class=\"note\">None.</p>\n";
+  } else {
+    h += "<details" + std::string(skips_.size() <= 20 ? " open" : "") + "><summary>" + thousands(skips_total_) +
+         " skipped</summary>\n<table>\n<tr><th>phase</th><th>stage</th><th class=\"n\">item</th><th>why</th></tr>\n";
+    for (const Skip& s : skips_) {
+      const Phase& p = phases_[static_cast<std::size_t>(s.phase)];
+      h += "<tr><td>" + html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td>" +
+           html_escape(s.item.stage) + "</td><td class=\"n\">" + std::to_string(s.item.index) + "</td><td>" +
+           html_escape(s.item.reason) + "</td></tr>\n";
+    }
+    h += "</table>\n";
+    if (skips_total_ > skips_.size())
+      h += "<p class=\"note\">and " + thousands(skips_total_ - skips_.size()) + " more, not listed</p>\n";
+    h += "</details>\n";
+  }
+
+  return h;
+}
+
+std::string RunRecorder::html(const std::string& title,
+                              const std::vector<std::pair<std::string, std::string>>& settings) const {
+  std::lock_guard lock(mutex_);
+
+  bool gpu = false;
+  const std::vector<std::pair<std::string, std::string>> cards = cards_locked(gpu);
 
   char written[64] = "";
   const std::time_t now = std::time(nullptr);
@@ -296,43 +350,10 @@ std::string RunRecorder::html(const std::string& title,
 
   h += "<h2>Loss and accuracy</h2>\n<div class=\"row\"><div id=\"plot-loss\" class=\"plot\"></div>"
        "<div id=\"plot-accuracy\" class=\"plot\"></div></div>\n";
-  if (!epochs_.empty()) {
-    h += "<details" + std::string(epochs_.size() <= 20 ? " open" : "") + "><summary>" + std::to_string(epochs_.size()) +
-         (epochs_.size() == 1 ? " epoch" : " epochs") + "</summary>\n";
-    h += "<table>\n<tr><th class=\"n\">epoch</th><th class=\"n\">train loss</th><th class=\"n\">train top-1</th>"
-         "<th class=\"n\">val top-1</th><th class=\"n\">val top-5</th><th class=\"n\">images/s</th>"
-         "<th class=\"n\">compute busy</th><th class=\"n\">skipped</th></tr>\n";
-    for (const EpochRow& e : epochs_) {
-      h += "<tr><td class=\"n\">" + std::to_string(e.epoch) + "</td><td class=\"n\">" + fixed(e.train_loss, 4) +
-           "</td><td class=\"n\">" + percent(e.train_top1) + "</td><td class=\"n\">" +
-           (e.val_top1 ? percent(*e.val_top1) : "-") + "</td><td class=\"n\">" +
-           (e.val_top5 ? percent(*e.val_top5) : "-") + "</td><td class=\"n\">" + fixed(e.images_per_sec, 0) +
-           "</td><td class=\"n\">" + percent(e.compute_busy) + "</td><td class=\"n\">" + thousands(e.skipped) +
-           "</td></tr>\n";
-    }
-    h += "</table>\n</details>\n";
-  }
+  h += epochs_table_locked();
 
   h += "<h2>Scheduler moves</h2>\n";
-  if (moves_total_ == 0) {
-    h += "<p class=\"note\">None: the scheduler was off (--autotune off) or found nothing to change.</p>\n";
-  } else {
-    h += "<details" + std::string(moves_.size() <= 20 ? " open" : "") + "><summary>" + std::to_string(moves_total_) +
-         " move" + (moves_total_ == 1 ? "" : "s") +
-         "</summary>\n<table>\n<tr><th class=\"n\">time</th><th>phase</th>"
-         "<th>move</th><th>why</th></tr>\n";
-    for (const Move& m : moves_) {
-      const Phase& p = phases_[static_cast<std::size_t>(m.phase)];
-      h += "<tr><td class=\"n\">" + fixed(m.seconds, 1) + " s" + "</td><td>" +
-           html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td><code>" +
-           html_escape(move_text(m.decision)) + (m.decision.revert ? " (revert)" : "") +
-           "</code></td><td class=\"why\">" + html_escape(m.decision.why) + "</td></tr>\n";
-    }
-    h += "</table>\n";
-    if (moves_total_ > moves_.size())
-      h += "<p class=\"note\">and " + thousands(moves_total_ - moves_.size()) + " more, not listed</p>\n";
-    h += "</details>\n";
-  }
+  h += moves_table_locked();
 
   h += "<h2>Settings</h2>\n<table>\n";
   for (const auto& [k, v] : settings)
@@ -340,22 +361,7 @@ std::string RunRecorder::html(const std::string& title,
   h += "</table>\n";
 
   h += "<h2>Skipped files</h2>\n";
-  if (skips_total_ == 0) {
-    h += "<p class=\"note\">None.</p>\n";
-  } else {
-    h += "<details" + std::string(skips_.size() <= 20 ? " open" : "") + "><summary>" + thousands(skips_total_) +
-         " skipped</summary>\n<table>\n<tr><th>phase</th><th>stage</th><th class=\"n\">item</th><th>why</th></tr>\n";
-    for (const Skip& s : skips_) {
-      const Phase& p = phases_[static_cast<std::size_t>(s.phase)];
-      h += "<tr><td>" + html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td>" +
-           html_escape(s.item.stage) + "</td><td class=\"n\">" + std::to_string(s.item.index) + "</td><td>" +
-           html_escape(s.item.reason) + "</td></tr>\n";
-    }
-    h += "</table>\n";
-    if (skips_total_ > skips_.size())
-      h += "<p class=\"note\">and " + thousands(skips_total_ - skips_.size()) + " more, not listed</p>\n";
-    h += "</details>\n";
-  }
+  h += skips_table_locked();
 
   h += "</main>\n<div id=\"tip\"></div>\n";
   h += "<script type=\"application/json\" id=\"report-data\">" + json_locked() + "</script>\n";

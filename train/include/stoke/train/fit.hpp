@@ -3,12 +3,14 @@
 // ending the run after the current step with a checkpoint, and callbacks for what a user adds
 // (progress, per-step and per-epoch hooks, early stop, where and when to checkpoint).
 //
-//   const TrainingData data = open_training_data("photos/train");      // and photos/val
-//   nn::Trainer trainer(*model, backend, {.schedule = epoch_schedule(kind, 0.05f, 1, steps, 10)});
-//   FitOptions options{.epochs = 10, .train_input = input, .val_input = evaluation_input(input, eval)};
-//   FitCallbacks callbacks{.on_epoch = [](const EpochSummary& s) { return s.val_top1 < 0.99; },
+//   const TrainingData data = open_training_data("photos/train");   // and photos/val beside it
+//   const Recipe recipe{.epochs = 10};                                 // recipe.hpp: stoke train's settings
+//   auto model = make_model(recipe, data.train->classes().size(), backend);
+//   nn::Trainer trainer(*model, backend, trainer_options(recipe, data.train->size()));
+//   FitCallbacks callbacks{.on_epoch = [](const EpochSummary& s) { return s.val_top1.value_or(0) < 0.99; },
 //                          .checkpoint = checkpoint_every_epoch("runs/a")};
-//   const FitResult result = fit(trainer, data.train, data.val, options, callbacks);
+//   const FitResult result =
+//       fit(trainer, data.train, data.val, fit_options(recipe, data.train->classes()), callbacks);
 #pragma once
 
 #include <cstddef>
@@ -186,7 +188,8 @@ std::size_t resume_position(const nn::Trainer& trainer);
 /// checkpoint still holds the position, and a later fit on the restored trainer continues at the
 /// next batch with the same batches, as if never interrupted. Each batch of a seeded run is the
 /// same whatever the thread count; on the CPU device the weights are then bit-identical.
-/// `trainer` and the datasets must outlive the call; nothing else is kept.
+/// `trainer` and the datasets must outlive the call; nothing else is kept. One fit per trainer at a
+/// time: the trainer is not thread-safe.
 FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const nodes::DatasetPtr& val_set,
               const FitOptions& options, const FitCallbacks& callbacks = {});
 

@@ -149,6 +149,12 @@ class RunRecorder {
   std::vector<Sample> all_samples_locked() const;
   /// The page's data: the JSON blob its script draws (report_page.cpp).
   std::string json_locked() const;
+  /// The page's parts (report_page.cpp): the summary cards (and whether the GPU's busy is known),
+  /// the tables of epochs, scheduler moves and skipped files.
+  std::vector<std::pair<std::string, std::string>> cards_locked(bool& gpu) const;
+  std::string epochs_table_locked() const;
+  std::string moves_table_locked() const;
+  std::string skips_table_locked() const;
 
   const std::size_t max_samples_;
   const std::size_t max_moves_;
