@@ -75,6 +75,16 @@ std::string move_text(const graph::Decision& d) {
          std::to_string(d.to);
 }
 
+/// A table folded in <details> (open for 20 rows or fewer) under `summary`: the header row, the
+/// `listed` rows, and a note counting those not listed when `total` is more.
+std::string folded_table(const std::string& summary, std::string_view header, const std::string& rows,
+                         std::size_t listed, std::uint64_t total) {
+  std::string h = "<details" + std::string(listed <= 20 ? " open" : "") + "><summary>" + summary +
+                  "</summary>\n<table>\n" + std::string(header) + rows + "</table>\n";
+  if (total > listed) h += "<p class=\"note\">and " + thousands(total - listed) + " more, not listed</p>\n";
+  return h + "</details>\n";
+}
+
 /// `v` rounded to `digits` significant digits, as the page's numbers are written (it stays
 /// small); a whole number as an integer (128, not 128.0), and null when not finite.
 Json rounded(double v, int digits = 4) {
@@ -236,72 +246,52 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
 }
 
 std::string RunRecorder::epochs_table_locked() const {
-  std::string h;
-  if (!epochs_.empty()) {
-    h += "<details" + std::string(epochs_.size() <= 20 ? " open" : "") + "><summary>" + std::to_string(epochs_.size()) +
-         (epochs_.size() == 1 ? " epoch" : " epochs") + "</summary>\n";
-    h += "<table>\n<tr><th class=\"n\">epoch</th><th class=\"n\">train loss</th><th class=\"n\">train top-1</th>"
-         "<th class=\"n\">val top-1</th><th class=\"n\">val top-5</th><th class=\"n\">images/s</th>"
-         "<th class=\"n\">compute busy</th><th class=\"n\">skipped</th></tr>\n";
-    for (const EpochRow& e : epochs_) {
-      h += "<tr><td class=\"n\">" + std::to_string(e.epoch) + "</td><td class=\"n\">" + fixed(e.train_loss, 4) +
-           "</td><td class=\"n\">" + percent(e.train_top1) + "</td><td class=\"n\">" +
-           (e.val_top1 ? percent(*e.val_top1) : "-") + "</td><td class=\"n\">" +
-           (e.val_top5 ? percent(*e.val_top5) : "-") + "</td><td class=\"n\">" + fixed(e.images_per_sec, 0) +
-           "</td><td class=\"n\">" + percent(e.compute_busy) + "</td><td class=\"n\">" + thousands(e.skipped) +
-           "</td></tr>\n";
-    }
-    h += "</table>\n</details>\n";
+  if (epochs_.empty()) return "";
+  std::string rows;
+  for (const EpochRow& e : epochs_) {
+    rows += "<tr><td class=\"n\">" + std::to_string(e.epoch) + "</td><td class=\"n\">" + fixed(e.train_loss, 4) +
+            "</td><td class=\"n\">" + percent(e.train_top1) + "</td><td class=\"n\">" +
+            (e.val_top1 ? percent(*e.val_top1) : "-") + "</td><td class=\"n\">" +
+            (e.val_top5 ? percent(*e.val_top5) : "-") + "</td><td class=\"n\">" + fixed(e.images_per_sec, 0) +
+            "</td><td class=\"n\">" + percent(e.compute_busy) + "</td><td class=\"n\">" + thousands(e.skipped) +
+            "</td></tr>\n";
   }
-
-  return h;
+  return folded_table(std::to_string(epochs_.size()) + (epochs_.size() == 1 ? " epoch" : " epochs"),
+                      "<tr><th class=\"n\">epoch</th><th class=\"n\">train loss</th><th class=\"n\">train top-1</th>"
+                      "<th class=\"n\">val top-1</th><th class=\"n\">val top-5</th><th class=\"n\">images/s</th>"
+                      "<th class=\"n\">compute busy</th><th class=\"n\">skipped</th></tr>\n",
+                      rows, epochs_.size(), epochs_.size());
 }
 
 std::string RunRecorder::moves_table_locked() const {
-  std::string h;
   if (moves_total_ == 0) {
-    h += "<p class=\"note\">None: the scheduler was off (--autotune off) or found nothing to change.</p>\n";
-  } else {
-    h += "<details" + std::string(moves_.size() <= 20 ? " open" : "") + "><summary>" + std::to_string(moves_total_) +
-         " move" + (moves_total_ == 1 ? "" : "s") +
-         "</summary>\n<table>\n<tr><th class=\"n\">time</th><th>phase</th>"
-         "<th>move</th><th>why</th></tr>\n";
-    for (const Move& m : moves_) {
-      const Phase& p = phases_[static_cast<std::size_t>(m.phase)];
-      h += "<tr><td class=\"n\">" + fixed(m.seconds, 1) + " s" + "</td><td>" +
-           html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td><code>" +
-           html_escape(move_text(m.decision)) + (m.decision.revert ? " (revert)" : "") +
-           "</code></td><td class=\"why\">" + html_escape(m.decision.why) + "</td></tr>\n";
-    }
-    h += "</table>\n";
-    if (moves_total_ > moves_.size())
-      h += "<p class=\"note\">and " + thousands(moves_total_ - moves_.size()) + " more, not listed</p>\n";
-    h += "</details>\n";
+    return "<p class=\"note\">None: the scheduler was off (--autotune off) or found nothing to change.</p>\n";
   }
-
-  return h;
+  std::string rows;
+  for (const Move& m : moves_) {
+    const Phase& p = phases_[static_cast<std::size_t>(m.phase)];
+    rows += "<tr><td class=\"n\">" + fixed(m.seconds, 1) + " s" + "</td><td>" +
+            html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td><code>" +
+            html_escape(move_text(m.decision)) + (m.decision.revert ? " (revert)" : "") +
+            "</code></td><td class=\"why\">" + html_escape(m.decision.why) + "</td></tr>\n";
+  }
+  return folded_table(std::to_string(moves_total_) + " move" + (moves_total_ == 1 ? "" : "s"),
+                      "<tr><th class=\"n\">time</th><th>phase</th><th>move</th><th>why</th></tr>\n", rows,
+                      moves_.size(), moves_total_);
 }
 
 std::string RunRecorder::skips_table_locked() const {
-  std::string h;
-  if (skips_total_ == 0) {
-    h += "<p class=\"note\">None.</p>\n";
-  } else {
-    h += "<details" + std::string(skips_.size() <= 20 ? " open" : "") + "><summary>" + thousands(skips_total_) +
-         " skipped</summary>\n<table>\n<tr><th>phase</th><th>stage</th><th class=\"n\">item</th><th>why</th></tr>\n";
-    for (const Skip& s : skips_) {
-      const Phase& p = phases_[static_cast<std::size_t>(s.phase)];
-      h += "<tr><td>" + html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td>" +
-           html_escape(s.item.stage) + "</td><td class=\"n\">" + std::to_string(s.item.index) + "</td><td>" +
-           html_escape(s.item.reason) + "</td></tr>\n";
-    }
-    h += "</table>\n";
-    if (skips_total_ > skips_.size())
-      h += "<p class=\"note\">and " + thousands(skips_total_ - skips_.size()) + " more, not listed</p>\n";
-    h += "</details>\n";
+  if (skips_total_ == 0) return "<p class=\"note\">None.</p>\n";
+  std::string rows;
+  for (const Skip& s : skips_) {
+    const Phase& p = phases_[static_cast<std::size_t>(s.phase)];
+    rows += "<tr><td>" + html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td>" +
+            html_escape(s.item.stage) + "</td><td class=\"n\">" + std::to_string(s.item.index) + "</td><td>" +
+            html_escape(s.item.reason) + "</td></tr>\n";
   }
-
-  return h;
+  return folded_table(thousands(skips_total_) + " skipped",
+                      "<tr><th>phase</th><th>stage</th><th class=\"n\">item</th><th>why</th></tr>\n", rows,
+                      skips_.size(), skips_total_);
 }
 
 std::string RunRecorder::html(const std::string& title,

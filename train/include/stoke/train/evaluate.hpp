@@ -46,7 +46,8 @@ struct Evaluation {
 /// input pipeline with model.card's image size and evaluation transforms, into the model in
 /// Mode::eval on `backend` (the model's device); unreadable images are skipped and listed. Throws
 /// std::runtime_error naming the file when an image's label is outside the model's classes.
-/// Ctrl-C under a graph::SignalStop ends it early with the images seen so far.
+/// Ctrl-C under a graph::SignalStop ends it early with the images seen so far. The model runs on
+/// the pipeline's compute stage, one batch at a time: do not use it elsewhere meanwhile.
 Evaluation evaluate(const InferenceModel& model, const nodes::DatasetPtr& dataset, nn::Backend& backend,
                     const EvaluateOptions& options = {});
 
@@ -61,7 +62,8 @@ struct FilePrediction {
 
 /// Classifies `files` (any order, duplicates allowed) in batches of up to `batch_size` through the
 /// input pipeline with the card's evaluation transforms; the result is in the order of `files`. A
-/// file that cannot be read or decoded gets its error, and the others are still classified.
+/// file that cannot be read or decoded gets its error, and the others are still classified. As
+/// evaluate, it uses the model on the pipeline's compute stage until it returns.
 std::vector<FilePrediction> classify_files(const InferenceModel& model, const std::vector<std::string>& files,
                                            nn::Backend& backend, std::size_t batch_size = 64);
 

@@ -75,9 +75,9 @@ struct FitOptions {
   int epochs = 10;
   /// Shuffling and augmentation: epoch e (from 0) runs with the seed `seed * 1000003 + e`.
   std::uint64_t seed = 0;
-  /// The training pipeline. fit sets, per epoch, its seed and start position, and its trace file
-  /// (`trace_file` in the first epoch only); the sink stage is "train", whole batches only
-  /// (drop_last) in shuffled order.
+  /// The training pipeline (see training_input in recipe.hpp). fit sets, per epoch, its seed and
+  /// start position, and its trace file (`trace_file` in the first epoch only); its sink stage is
+  /// "train" and it keeps whole batches only (drop_last).
   InputConfig train_input{};
   /// The validation pipeline (see evaluation_input); its sink stage is "evaluate".
   InputConfig val_input{};
@@ -113,10 +113,11 @@ struct StepEvent {
 
 /// One epoch's results, given to the checkpoint policy and then to on_epoch.
 struct EpochSummary {
-  std::int64_t epoch = 0;            ///< from 1
-  int epochs = 0;                    ///< of the run
-  EpochTotals train{};               ///< the training pass
-  EpochTotals val{};                 ///< the validation pass; empty (images 0) without a split or when interrupted
+  std::int64_t epoch = 0;  ///< from 1
+  int epochs = 0;          ///< of the run
+  EpochTotals train{};     ///< the training pass
+  /// The validation pass; empty (images 0) without a split or after an interrupted training pass.
+  EpochTotals val{};
   double train_loss = 0;             ///< mean over the images
   double train_top1 = 0;             ///< 0..1
   std::optional<double> val_top1{};  ///< 0..1; none when the validation pass did not run to its end
@@ -126,7 +127,8 @@ struct EpochSummary {
   bool completed = false;     ///< the training pass went through the whole epoch
   bool interrupted = false;   ///< Ctrl-C (graph::SignalStop) during the epoch: the run ends
   /// The newest checkpoint the run has written, this epoch's included (the one to resume from);
-  /// empty when none.
+  /// empty when none. The checkpoint policy, called before this epoch's are written, sees the
+  /// previous one.
   std::filesystem::path checkpoint{};
 };
 
