@@ -10,6 +10,8 @@
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/models.hpp>
 #include <stoke/nn/trainer.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/step_timing.hpp>
 #include <string>
 
 // GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
@@ -17,16 +19,9 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
-#include <stoke/train/builtin.hpp>
-#include <stoke/train/compute.hpp>
-#include <stoke/train/epoch.hpp>
-#include <stoke/train/metrics.hpp>
-#include <stoke/train/model_card.hpp>
-#include <stoke/train/step_timing.hpp>
-
 #include "commands.hpp"
-#include "json.hpp"
 #include "median.hpp"
+#include "progress.hpp"
 
 namespace stoke::app {
 
@@ -116,19 +111,17 @@ int bench_nn(int argc, char** argv) {
   const double images_per_sec = timing.images_per_sec();
   const double last_loss = timing.last_loss;
   if (c.json) {
-    Json j;
-    j.field("bench", "nn");
-    j.field("model", c.model);
-    j.field("device", device.str());
-    j.field("batch", c.batch);
-    j.field("size", c.size);
-    j.field("precision", c.precision);
-    j.field("channels_last", c.channels_last);
-    j.field("steps", c.steps);
-    j.field("images_per_sec", images_per_sec);
-    j.field("median_step_ms", median(timing.step_ms));
-    j.field("last_loss", last_loss);
-    std::cout << j.str() << "\n";
+    print_json({{"bench", "nn"},
+                {"model", c.model},
+                {"device", device.str()},
+                {"batch", c.batch},
+                {"size", c.size},
+                {"precision", c.precision},
+                {"channels_last", c.channels_last},
+                {"steps", c.steps},
+                {"images_per_sec", json_number(images_per_sec)},
+                {"median_step_ms", json_number(median(timing.step_ms))},
+                {"last_loss", json_number(last_loss)}});
   } else {
     std::printf("%s training (%s%s), batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
                 c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size, c.size,

@@ -13,7 +13,12 @@
 #include <numeric>
 #include <stdexcept>
 #include <stoke/nn/models.hpp>
-#include <stoke/nn/trainer.hpp>
+#include <stoke/train/builtin.hpp>
+#include <stoke/train/compute.hpp>
+#include <stoke/train/epoch.hpp>
+#include <stoke/train/input.hpp>
+#include <stoke/train/recipe.hpp>
+#include <stoke/train/step_timing.hpp>
 #include <string>
 #include <vector>
 
@@ -22,16 +27,7 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
 #pragma GCC diagnostic pop
-#include <stoke/train/builtin.hpp>
-#include <stoke/train/compute.hpp>
-#include <stoke/train/epoch.hpp>
-#include <stoke/train/input.hpp>
-#include <stoke/train/metrics.hpp>
-#include <stoke/train/model_card.hpp>
-#include <stoke/train/step_timing.hpp>
-
 #include "commands.hpp"
-#include "json.hpp"
 #include "median.hpp"
 #include "progress.hpp"
 
@@ -164,7 +160,6 @@ int bench_train(int argc, char** argv) {
   }
   // A one-class folder still measures the pipeline; the classifier gets two outputs at least.
   const int classes = std::max<int>(2, static_cast<int>(dataset->classes().size()));
-  const int size = c.size > 0 ? c.size : default_image_size(c.model);
 
   // ---- compute: one model and trainer for both measurements, `stoke train`'s defaults
   const ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
@@ -173,26 +168,24 @@ int bench_train(int argc, char** argv) {
     return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend.describe() +
                            " computes in fp32 only");
   }
-  auto model = nn::make_model(c.model, {.classes = classes, .seed = c.seed});
-  model->to(compute.device, backend.stream());
-  nn::Trainer trainer(*model, backend,
-                      {.sgd = {.momentum = 0.9f, .weight_decay = 5e-4f, .nesterov = true},
-                       .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f},
-                       .label_smoothing = 0.05f,
-                       .seed = c.seed,
-                       .compute = dtype});
+  // `stoke train`'s recipe at a constant learning rate.
+  const Recipe recipe{.model = c.model,
+                      .batch = c.batch,
+                      .size = c.size,
+                      .builtin_data = c.data.empty(),
+                      .schedule = nn::LrScheduleKind::constant,
+                      .warmup = 0,
+                      .precision = dtype,
+                      .seed = c.seed,
+                      .threads = c.threads,
+                      .autotune = c.autotune == "on"};
+  const auto model = make_model(recipe, classes, backend);
+  nn::Trainer trainer(*model, backend, trainer_options(recipe, dataset->size()));
   // f32 NCHW images, as to_tensors hands the pipeline's batches to the step: both measurements
   // then run the same step, the cast to the compute dtype included.
+  const int size = recipe.image_size();
   const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes);
-
-  InputConfig input;
-  input.batch_size = static_cast<std::size_t>(c.batch);
-  input.size = size;
-  input.transforms = default_train_transforms(size, c.data.empty());
-  input.threads = c.threads;
-  input.autotune = c.autotune == "on";
-  input.tuning.target = "train";
-  input.drop_last = true;
+  InputConfig input = training_input(recipe);
   if (!c.json) {
     std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s on %s; %zu images in %s\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), c.batch, size, size,
@@ -210,24 +203,10 @@ int bench_train(int argc, char** argv) {
     std::fprintf(stderr, " %.1f images/s; pipeline ...", round.compute);
     std::fflush(stderr);
 
-    // The data repeats until the time is up, but not forever: the pipeline cannot outrun the
-    // compute bound, so twice the images the compute bound would take is enough, and a dataset
-    // whose every file fails to decode ends instead of spinning.
-    const double enough = 2 * round.compute * c.seconds + static_cast<double>(c.warmup + 2) * c.batch;
-    input.epochs =
-        static_cast<std::uint32_t>(std::min(1e6, std::ceil(enough / static_cast<double>(dataset->size())) + 1));
     input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(r);
-    const EpochTotals totals =
-        run_epoch(dataset, input, "train", backend,
-                  [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; }, {},
-                  {.warmup_batches = c.warmup, .seconds = c.seconds});
-    if (totals.images == 0 || totals.seconds <= 0) {
-      std::string why = std::to_string(totals.skipped) + " items skipped";
-      if (!totals.skipped_files.empty())
-        why += "; the first: " + totals.skipped_files[0].file + ": " + totals.skipped_files[0].reason;
-      throw std::runtime_error("the pipeline delivered no batches after the " + std::to_string(c.warmup) +
-                               " warmup ones from " + data.string() + " (" + why + ")");
-    }
+    const EpochTotals totals = time_pipeline_steps(
+        trainer, dataset, input, {.warmup_batches = c.warmup, .seconds = c.seconds, .compute_bound = round.compute},
+        data.string());
     round.pipeline = static_cast<double>(totals.images) / totals.seconds;
     round.compute_busy = totals.compute_busy;
     round.bottleneck = totals.bottleneck;
@@ -244,35 +223,31 @@ int bench_train(int argc, char** argv) {
   const double busy = median(pick(rounds, [](const Round& r) { return r.compute_busy; }));
   const std::string& bottleneck = middle_round(rounds).bottleneck;
   if (c.json) {
-    Json j;
-    j.field("bench", "train");
-    j.field("model", c.model);
-    j.field("batch", c.batch);
-    j.field("size", size);
-    j.field("precision", c.precision);
-    j.field("device", compute.device.str());
-    j.field("data", data.string());
-    j.field("images", static_cast<std::uint64_t>(dataset->size()));
-    j.field("seconds", c.seconds);
-    j.field("warmup", c.warmup);
-    j.field("repeats", c.repeats);
-    j.field("compute_bound_images_per_sec", compute_bound);
-    j.field("pipeline_images_per_sec", pipeline);
-    j.field("ratio", ratio);
-    j.field("compute_busy", busy);
-    j.field("bottleneck", bottleneck);
-    j.begin_array("runs");
+    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
     for (const Round& r : rounds) {
-      j.begin_object();
-      j.field("compute_bound_images_per_sec", r.compute);
-      j.field("pipeline_images_per_sec", r.pipeline);
-      j.field("ratio", r.ratio());
-      j.field("compute_busy", r.compute_busy);
-      j.field("bottleneck", r.bottleneck);
-      j.end_object();
+      runs.push_back({{"compute_bound_images_per_sec", json_number(r.compute)},
+                      {"pipeline_images_per_sec", json_number(r.pipeline)},
+                      {"ratio", json_number(r.ratio())},
+                      {"compute_busy", json_number(r.compute_busy)},
+                      {"bottleneck", r.bottleneck}});
     }
-    j.end_array();
-    std::printf("%s\n", j.str().c_str());
+    print_json({{"bench", "train"},
+                {"model", c.model},
+                {"batch", c.batch},
+                {"size", size},
+                {"precision", c.precision},
+                {"device", compute.device.str()},
+                {"data", data.string()},
+                {"images", dataset->size()},
+                {"seconds", json_number(c.seconds)},
+                {"warmup", c.warmup},
+                {"repeats", c.repeats},
+                {"compute_bound_images_per_sec", json_number(compute_bound)},
+                {"pipeline_images_per_sec", json_number(pipeline)},
+                {"ratio", json_number(ratio)},
+                {"compute_busy", json_number(busy)},
+                {"bottleneck", bottleneck},
+                {"runs", std::move(runs)}});
     return 0;
   }
   std::printf("compute bound (synthetic batches on the device): %.1f images/s%s\n", compute_bound,

@@ -36,7 +36,8 @@ std::string command_list(std::span<const Subcommand> commands) {
 }  // namespace
 
 void print_json(const nlohmann::ordered_json& object) {
-  std::cout << object.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  // Flushed: a run's per-epoch lines are read while it goes on.
+  std::cout << object.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << std::endl;
 }
 
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,

@@ -1,6 +1,6 @@
 // RunRecorder (stoke/train/report.hpp): per-interval rates from cumulative pipeline counters, bounded
-// memory, the phase's totals, skips and scheduler moves, and a self-contained HTML page that
-// escapes what it embeds.
+// memory, the phase's totals, skips and scheduler moves, a self-contained HTML page that escapes
+// what it embeds, and record_fit feeding one from a training run.
 #include "stoke/train/report.hpp"
 
 #include <gmock/gmock.h>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dataset_test_support.hpp"
+#include "train_test_support.hpp"
 
 namespace stoke::train {
 namespace {
@@ -274,6 +275,35 @@ TEST(RunRecorder, AnUnwritablePathThrowsNamingIt) {
     EXPECT_THAT(e.what(), HasSubstr(path.string()));
   }
   EXPECT_FALSE(fs::exists(path));
+}
+
+// record_fit: a fit() run recorded through its callbacks, the page rewritten after each epoch, and
+// the caller's own hooks still called.
+TEST(RecordFit, RecordsEachPassAndWritesThePageAfterEachEpoch) {
+  const test::TempDir dir;
+  const fs::path root = test::write_tiny_shapes(dir);
+  test::TinyRun run(16, 2);
+  RunRecorder rec;
+  int epochs_seen = 0;
+  std::size_t page_size_after_first = 0;
+  const fs::path page = dir / "run.html";
+  FitCallbacks callbacks;
+  callbacks.on_epoch = [&](const EpochSummary& s) {
+    ++epochs_seen;
+    if (s.epoch == 1) page_size_after_first = read(page).size();  // already written for this epoch
+    return true;
+  };
+  fit(run.trainer, open_dataset(root / "train"), open_dataset(root / "val"), run.options,
+      record_fit(rec, std::move(callbacks), {.html = page, .title = "tiny", .settings = {{"model", "small_cnn"}}}));
+
+  EXPECT_EQ(epochs_seen, 2);
+  EXPECT_GT(page_size_after_first, 0u);
+  const std::string data = data_of(read(page));
+  // Two epochs of a training and an evaluation phase each, and a row per epoch.
+  EXPECT_EQ(count(data, R"("name":"train","start")"), 2u);
+  EXPECT_EQ(count(data, R"("name":"evaluate","start")"), 2u);
+  EXPECT_THAT(data, HasSubstr(R"("epoch":2,"train_loss")"));
+  EXPECT_THAT(read(page), HasSubstr("<code>small_cnn</code>"));
 }
 
 }  // namespace

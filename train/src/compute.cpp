@@ -19,4 +19,17 @@ gpu::DType compute_dtype(const std::string& precision) {
   throw std::invalid_argument("--precision must be fp32, bf16 or fp16 (got '" + precision + "')");
 }
 
+std::string precision_name(gpu::DType dtype) {
+  switch (dtype) {
+    case gpu::DType::f32:
+      return "fp32";
+    case gpu::DType::bf16:
+      return "bf16";
+    case gpu::DType::f16:
+      return "fp16";
+    default:
+      return std::string(gpu::to_string(dtype));
+  }
+}
+
 }  // namespace stoke::train

@@ -85,10 +85,10 @@ struct WindowState {
 
 }  // namespace
 
-EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      nn::Backend& backend, const BatchStep& step, const EpochProgress& progress,
-                      const MeasureWindow& window) {
-  WindowState w{.window = window};
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
+                      const BatchStep& step, const PassOptions& options) {
+  const std::string& stage = options.stage;
+  WindowState w{.window = options.window};
   InputConfig pinned = config;
   if (!backend.device().is_cpu()) pinned.allocator = gpu::batch_allocator(backend.device());
   // The to-device stage holds up to two host batches: one queued in front of it, one crossing.
@@ -105,6 +105,7 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
   graph::StageOptions to_device_options = gpu::ToDevice::stage_options();
   to_device_options.capacity = to_device_queue;
   EpochTotals totals;
+  bool dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
   auto start = Clock::now();
   auto last_progress = start;
   add_input(pipe, input, pinned)
@@ -113,7 +114,11 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
             [&](gpu::DeviceBatch batch) {
               // After Ctrl-C the pipeline drains what is in flight; those batches are not
               // trained on, so that the checkpoint is written right after the current step.
-              if (graph::SignalStop::received() > 0 || w.done) return;
+              if (w.done) return;
+              if (graph::SignalStop::received() > 0) {
+                dropped_after_signal = true;
+                return;
+              }
               const auto call_start = Clock::now();
               if (w.active && !w.open && w.warmup_seen == w.window.warmup_batches) w.begin(pipe, call_start);
               const BatchTensors t = to_tensors(batch, backend);
@@ -128,6 +133,7 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
                 // slot is free to go back when this call returns.
                 s = r.loss.read(backend.stream());
               });
+              if (options.after_batch) options.after_batch(t, s);
               if (w.active && !w.open) {  // a warmup batch: stepped, not counted
                 ++w.warmup_seen;
                 return;
@@ -139,10 +145,10 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
               totals.images += n;
               ++totals.batches;
               if (w.open) w.after_batch(pipe, call_start);
-              if (progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
+              if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
                 last_progress = Clock::now();
                 totals.seconds = w.open ? w.seconds() : std::chrono::duration<double>(last_progress - start).count();
-                progress(totals, pipe);
+                options.progress(totals, pipe);
               }
             },
             {.capacity = config.prefetch});
@@ -153,7 +159,9 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
   totals.skipped = report.skipped;
   totals.skipped_files = name_skips(report, input, pinned);
   if (!config.trace_file.empty()) pipe.write_trace(config.trace_file);
-  totals.stopped = (report.stopped || report.cancelled) && !w.done;
+  // A signal that came after the source had emitted everything does not cut the pipeline short,
+  // but the batches the sink dropped were not trained on all the same.
+  totals.stopped = ((report.stopped || report.cancelled) && !w.done) || dropped_after_signal;
   if (w.active) totals.seconds = w.seconds();
   const Limit limit = find_limit(w.active ? w.stages(report, stage) : report.stages, stage, totals.seconds);
   totals.compute_busy = limit.compute_busy;

@@ -1,6 +1,8 @@
 #include "stoke/train/step_timing.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <stoke/nodes/random.hpp>
 
@@ -53,6 +55,34 @@ StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const Ba
   timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   timing.images = timing.steps * batch.labels.numel();
   return timing;
+}
+
+EpochTotals time_pipeline_steps(nn::Trainer& trainer, const nodes::DatasetPtr& dataset, InputConfig input,
+                                const PipelineTimingOptions& options, const std::string& source) {
+  if (!(options.seconds > 0)) throw std::invalid_argument("time_pipeline_steps: seconds must be more than 0");
+  // The pipeline cannot outrun the compute bound: twice the images it would take is enough.
+  const double enough = 2 * options.compute_bound * options.seconds +
+                        static_cast<double>(options.warmup_batches + 2) * static_cast<double>(input.batch_size);
+  input.epochs = static_cast<std::uint32_t>(
+      std::min(1e6, std::ceil(enough / static_cast<double>(std::max<std::size_t>(1, dataset->size()))) + 1));
+  input.tuning.target = "train";
+  input.drop_last = true;
+  const EpochTotals totals =
+      run_epoch(dataset, input, trainer.backend(),
+                [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; },
+                {.stage = "train",
+                 .progress = {},
+                 .after_batch = {},
+                 .window = {.warmup_batches = options.warmup_batches, .seconds = options.seconds}});
+  if (totals.images == 0 || totals.seconds <= 0) {
+    std::string why = std::to_string(totals.skipped) + " items skipped";
+    if (!totals.skipped_files.empty()) {
+      why += "; the first: " + totals.skipped_files[0].file + ": " + totals.skipped_files[0].reason;
+    }
+    throw std::runtime_error("the pipeline delivered no batches after the " + std::to_string(options.warmup_batches) +
+                             " warmup ones from " + source + " (" + why + ")");
+  }
+  return totals;
 }
 
 }  // namespace stoke::train

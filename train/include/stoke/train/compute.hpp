@@ -24,5 +24,7 @@ ComputeContext make_compute(const std::string& spec, std::ostream* log);
 
 /// "fp32" -> f32, "bf16" -> bf16, "fp16" -> f16; throws std::invalid_argument naming the choices.
 gpu::DType compute_dtype(const std::string& precision);
+/// The name compute_dtype reads: "fp32", "bf16" or "fp16" (another dtype: gpu::to_string's name).
+std::string precision_name(gpu::DType dtype);
 
 }  // namespace stoke::train

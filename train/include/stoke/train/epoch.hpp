@@ -1,6 +1,6 @@
 // One pass of a dataset through the input pipeline, the to-device stage and a batch step on a
-// backend (train, evaluate), with the pass's totals: what `stoke train`, `evaluate` and
-// `bench train` run per epoch.
+// backend (train, evaluate), with the pass's totals: the building block of fit() and evaluate(),
+// and what `stoke bench train` measures.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +63,10 @@ using BatchStep = std::function<StepResult(const BatchTensors&)>;
 /// pipeline (Pipeline::stats() is safe from there).
 using EpochProgress = std::function<void(const EpochTotals&, const graph::Pipeline&)>;
 
+/// Called from the compute stage after each batch's step, with the batch and its loss stats read
+/// on the host (the step's work is done): every stepped batch, a window's warmup ones included.
+using BatchDone = std::function<void(const BatchTensors&, const nn::LossStats&)>;
+
 /// A steady-state measurement for run_epoch: the first `warmup_batches` batches go through the
 /// step uncounted (first allocations, queues filling, the scheduler's first moves), then batches
 /// are counted until `seconds` have passed (0: to the end of the data), when the pipeline is
@@ -72,19 +76,28 @@ struct MeasureWindow {
   double seconds = 0;
 };
 
+/// How run_epoch runs a pass besides its input and its step.
+struct PassOptions {
+  /// The sink stage's name: the autotuner's target when config.tuning.target names it, and the
+  /// stage whose busy time is EpochTotals::compute_busy.
+  std::string stage = "train";
+  EpochProgress progress{};
+  BatchDone after_batch{};
+  MeasureWindow window{};
+};
+
 /// Runs `dataset` once through the input pipeline of `config` (batches in pinned memory on a GPU),
 /// the to-device stage (copies on their own stream) and into `step`, in a sink stage named
-/// `stage` (the autotuner's target when config.tuning.target names it). Ctrl-C under a
-/// graph::SignalStop stops the run: batches arriving after the signal are not stepped (the step
-/// running finishes), and totals.stopped is set. With config.trace_file, writes the run's Chrome
-/// trace there.
+/// options.stage. The callbacks run on the sink's thread, one call at a time, and must not block
+/// for long: the pipeline waits for them. Ctrl-C under a graph::SignalStop stops the run: batches
+/// arriving after the signal are not stepped (the step running finishes), and totals.stopped is
+/// set. With config.trace_file, writes the run's Chrome trace there.
 ///
 /// With a `window` (`stoke bench train`), the totals -- images, loss, seconds, compute_busy,
 /// bottleneck -- are the window's; `report` stays the whole run's, and a window ended by its time
 /// does not set `stopped`. With config.epochs == 0 the data repeats until the time is up.
-EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, const std::string& stage,
-                      nn::Backend& backend, const BatchStep& step, const EpochProgress& progress = {},
-                      const MeasureWindow& window = {});
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
+                      const BatchStep& step, const PassOptions& options = {});
 
 /// Where a pipeline feeding a compute stage stands: that stage's busy time over `seconds`, and the
 /// stage that limits throughput -- the compute stage while it is busy 90% of the time or more,

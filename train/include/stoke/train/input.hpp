@@ -65,7 +65,7 @@ struct InputConfig {
   /// starts where the interrupted one stopped (stream positions then count from there).
   std::size_t start = 0;
   /// Record the pipeline's spans (PipelineOptions::trace), for the caller to write here with
-  /// Pipeline::write_trace (run_epoch in training.hpp does). Empty: no trace.
+  /// Pipeline::write_trace (run_epoch in epoch.hpp does). Empty: no trace.
   std::filesystem::path trace_file;
   std::uint64_t seed = 0;
   bool shuffle = true;

@@ -1,4 +1,5 @@
-// RunRecorder: what `stoke train --report FILE.html` records during a run, and the page it writes.
+// RunRecorder: what `stoke train --report FILE.html` records during a run, and the page it writes;
+// record_fit feeds one from fit()'s callbacks.
 //
 //   RunRecorder rec;
 //   rec.begin_phase(now(), 1, "train");
@@ -19,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <stoke/graph/decision.hpp>
@@ -26,6 +28,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "stoke/train/fit.hpp"
 
 namespace stoke::train {
 
@@ -141,7 +145,16 @@ class RunRecorder {
                      std::optional<double> gpu_busy);
   void push_locked(Sample sample);
   void halve_locked();
+  /// The stored samples plus the one being combined (merged into the last when full).
+  std::vector<Sample> all_samples_locked() const;
+  /// The page's data: the JSON blob its script draws (report_page.cpp).
   std::string json_locked() const;
+  /// The page's parts (report_page.cpp): the summary cards (and whether the GPU's busy is known),
+  /// the tables of epochs, scheduler moves and skipped files.
+  std::vector<std::pair<std::string, std::string>> cards_locked(bool& gpu) const;
+  std::string epochs_table_locked() const;
+  std::string moves_table_locked() const;
+  std::string skips_table_locked() const;
 
   const std::size_t max_samples_;
   const std::size_t max_moves_;
@@ -162,5 +175,21 @@ class RunRecorder {
   std::uint64_t skips_total_ = 0;
   std::vector<EpochRow> epochs_;
 };
+
+/// How record_fit writes the page of a fit() run.
+struct FitRecording {
+  /// Rewritten after every epoch (RunRecorder::write_html); empty: never written.
+  std::filesystem::path html{};
+  std::string title = "stoke train";
+  std::vector<std::pair<std::string, std::string>> settings{};  ///< the settings table, in order
+  /// The GPU's utilization 0..1 when known (e.g. from gpu::NvmlMonitor); empty: not known.
+  std::function<std::optional<double>()> gpu_busy{};
+};
+
+/// `callbacks` with `recorder` fed from them: a phase per pass, a sample per progress call, the
+/// phase's totals when it ends, a row per epoch and the page rewritten after it. Seconds count from
+/// this call. `callbacks`' own hooks still run, each after the recorder's part; `recorder` must
+/// outlive the fit() that uses the result.
+FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecording recording);
 
 }  // namespace stoke::train

@@ -1,15 +1,18 @@
-// Training steps on a synthetic batch already on the device, timed: the training step with no
-// input pipeline at all. `stoke bench nn` reports it; `stoke bench train` uses it as the compute
-// bound that the whole pipeline is measured against.
+// Training steps timed two ways: on a synthetic batch already on the device (the training step
+// with no input pipeline at all: the compute bound) and fed by the whole pipeline. `stoke bench
+// nn` reports the first; `stoke bench train` measures the second against it.
 #pragma once
 
 #include <cstdint>
 #include <stoke/gpu/dtype.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/trainer.hpp>
+#include <stoke/nodes/dataset.hpp>
+#include <string>
 #include <vector>
 
 #include "stoke/train/epoch.hpp"
+#include "stoke/train/input.hpp"
 
 namespace stoke::train {
 
@@ -44,5 +47,22 @@ struct StepTiming {
 /// neither limit is set.
 StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const BatchTensors& batch,
                             const StepTimingOptions& options);
+
+/// How long time_pipeline_steps runs.
+struct PipelineTimingOptions {
+  std::int64_t warmup_batches = 10;  ///< stepped first, not counted
+  double seconds = 10;               ///< counted time after the warmup; > 0
+  /// The images/s the step alone reaches (time_train_steps), to bound the data: the dataset is
+  /// repeated up to twice what that rate would take in `seconds`, so that a dataset whose every
+  /// file fails ends rather than spinning. 0: the data once.
+  double compute_bound = 0;
+};
+
+/// Runs trainer.train_batch on the batches of `input` over `dataset` through the whole pipeline
+/// (read -> decode + augment -> batch -> to-device -> a sink stage "train", the autotuner's target):
+/// run_epoch's measurement window. Throws std::runtime_error naming `source` (the dataset's path)
+/// and the first skipped file when no batch came after the warmup.
+EpochTotals time_pipeline_steps(nn::Trainer& trainer, const nodes::DatasetPtr& dataset, InputConfig input,
+                                const PipelineTimingOptions& options, const std::string& source);
 
 }  // namespace stoke::train

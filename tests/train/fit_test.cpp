@@ -1,0 +1,241 @@
+// train::fit (stoke/train/fit.hpp): the epoch loop over a tiny dataset -- its callbacks in order,
+// progress, early stop, a custom checkpoint policy, the resume position, and Ctrl-C mid-epoch
+// followed by a resume giving the weights of an uninterrupted run.
+#include "stoke/train/fit.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <stoke/graph/signal.hpp>
+#include <stoke/nn/checkpoint.hpp>
+#include <stoke/nn/lr_schedule.hpp>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "train_test_support.hpp"
+
+namespace stoke::train {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+using test::TinyRun;
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+class Fit : public ::testing::Test {
+ protected:
+  void SetUp() override { root_ = test::write_tiny_shapes(dir_); }
+  nodes::DatasetPtr train_set() const { return open_dataset(root_ / "train"); }
+  nodes::DatasetPtr val_set() const { return open_dataset(root_ / "val"); }
+
+  TempDir dir_;
+  fs::path root_;
+};
+
+TEST_F(Fit, TrainsEachEpochThenValidates) {
+  TinyRun run(16, 2);
+  std::vector<EpochSummary> epochs;
+  const FitResult result =
+      fit(run.trainer, train_set(), val_set(), run.options, {.on_epoch = [&](const EpochSummary& s) {
+            epochs.push_back(s);
+            return true;
+          }});
+  ASSERT_EQ(epochs.size(), 2u);
+  for (std::size_t i = 0; i < epochs.size(); ++i) {
+    EXPECT_EQ(epochs[i].epoch, static_cast<std::int64_t>(i + 1));
+    EXPECT_EQ(epochs[i].epochs, 2);
+    EXPECT_TRUE(epochs[i].completed);
+    EXPECT_FALSE(epochs[i].interrupted);
+    EXPECT_EQ(epochs[i].train.images, 16);  // 4 whole batches of 4
+    EXPECT_EQ(epochs[i].val.images, 8);     // every validation image once
+    ASSERT_TRUE(epochs[i].val_top5.has_value());
+    EXPECT_EQ(*epochs[i].val_top5, 1.0);        // two classes: the label is always in the top 5
+    EXPECT_TRUE(epochs[i].checkpoint.empty());  // no policy, no checkpoint
+  }
+  EXPECT_EQ(result.epochs, 2);
+  EXPECT_EQ(run.trainer.epoch(), 2);
+  EXPECT_EQ(run.trainer.step(), 8);
+  EXPECT_EQ(result.images, 32);
+  EXPECT_EQ(result.val_top1, epochs.back().val_top1);
+  EXPECT_EQ(result.best_val_top1, std::max(*epochs[0].val_top1, *epochs[1].val_top1));
+  EXPECT_FALSE(result.interrupted);
+  EXPECT_FALSE(result.stopped_early);
+}
+
+TEST_F(Fit, CallsThePassAndStepHooksInOrder) {
+  TinyRun run(16, 1);
+  std::vector<std::string> events;
+  std::vector<StepEvent> steps;
+  FitCallbacks callbacks;
+  callbacks.on_pass_begin = [&](std::int64_t epoch, Phase phase) {
+    events.push_back("begin " + std::to_string(epoch) + " " + to_string(phase));
+  };
+  callbacks.on_pass_end = [&](std::int64_t epoch, Phase phase, const EpochTotals&) {
+    events.push_back("end " + std::to_string(epoch) + " " + to_string(phase));
+  };
+  callbacks.on_step = [&](const StepEvent& e) { steps.push_back(e); };
+  callbacks.on_epoch = [&](const EpochSummary&) {
+    events.emplace_back("epoch");
+    return true;
+  };
+  fit(run.trainer, train_set(), val_set(), run.options, callbacks);
+
+  EXPECT_THAT(events, ElementsAre("begin 1 train", "end 1 train", "begin 1 evaluate", "end 1 evaluate", "epoch"));
+  ASSERT_EQ(steps.size(), 4u);
+  const nn::LrSchedule schedule(epoch_schedule(nn::LrScheduleKind::cosine, 0.05f, 0.5, 4, 1));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].epoch, 1);
+    EXPECT_EQ(steps[i].step, static_cast<std::int64_t>(i + 1));
+    EXPECT_TRUE(steps[i].stepped);
+    EXPECT_EQ(steps[i].images, 4);
+    EXPECT_EQ(steps[i].position, 4 * (i + 1));  // items of the epoch's order behind the step
+    EXPECT_FLOAT_EQ(steps[i].lr, schedule.at(static_cast<std::int64_t>(i)));
+    EXPECT_GT(steps[i].loss, 0);
+  }
+}
+
+TEST_F(Fit, ReportsProgressDuringAPass) {
+  TinyRun run(16, 1);
+  std::vector<std::pair<Phase, std::int64_t>> seen;  // phase, pass_images
+  std::int64_t most_images = 0;
+  FitCallbacks callbacks;
+  // Steps of 100 ms make the pass last longer than the 250 ms between progress calls.
+  callbacks.on_step = [](const StepEvent&) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); };
+  callbacks.on_progress = [&](const FitProgress& p) {
+    seen.emplace_back(p.phase, p.pass_images);
+    most_images = std::max(most_images, p.totals.images);
+    EXPECT_EQ(p.epoch, 1);
+    EXPECT_FALSE(p.pipeline.stats().empty());
+  };
+  fit(run.trainer, train_set(), nullptr, run.options, callbacks);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front(), std::make_pair(Phase::train, std::int64_t{16}));
+  EXPECT_GT(most_images, 0);
+  EXPECT_LE(most_images, 16);
+}
+
+TEST_F(Fit, OnEpochReturningFalseEndsTheRunAfterThatEpoch) {
+  TinyRun run(16, 3);
+  int epochs_seen = 0;
+  int checkpoints = 0;
+  const FitResult result = fit(run.trainer, train_set(), val_set(), run.options,
+                               {.on_epoch =
+                                    [&](const EpochSummary&) {
+                                      ++epochs_seen;
+                                      return false;
+                                    },
+                                .checkpoint =
+                                    [&](const EpochSummary&) {
+                                      ++checkpoints;
+                                      return std::vector<fs::path>{};
+                                    }});
+  EXPECT_EQ(epochs_seen, 1);
+  EXPECT_EQ(checkpoints, 1);  // the policy still ran for the epoch that stopped the run
+  EXPECT_EQ(result.epochs, 1);
+  EXPECT_EQ(run.trainer.epoch(), 1);
+  EXPECT_TRUE(result.stopped_early);
+  EXPECT_FALSE(result.interrupted);
+}
+
+TEST_F(Fit, WritesWhereTheCheckpointPolicySays) {
+  TinyRun run(16, 2);
+  run.options.metadata = {{"model", "small_cnn"}};
+  std::vector<fs::path> reported;
+  FitCallbacks callbacks;
+  callbacks.checkpoint = [&](const EpochSummary& s) {
+    if (s.epoch % 2 == 1) return std::vector<fs::path>{};
+    return std::vector<fs::path>{dir_ / ("mine-" + std::to_string(s.epoch) + ".safetensors")};
+  };
+  callbacks.on_epoch = [&](const EpochSummary& s) {
+    reported.push_back(s.checkpoint);
+    return true;
+  };
+  const FitResult result = fit(run.trainer, train_set(), val_set(), run.options, callbacks);
+
+  EXPECT_THAT(reported, ElementsAre(fs::path(), dir_ / "mine-2.safetensors"));
+  EXPECT_EQ(result.checkpoint, dir_ / "mine-2.safetensors");
+  EXPECT_FALSE(fs::exists(dir_ / "mine-1.safetensors"));
+  const nn::TrainingState state = nn::read_checkpoint_metadata(dir_ / "mine-2.safetensors");
+  EXPECT_EQ(state.epoch, 2);
+  EXPECT_THAT(state.extra, ElementsAre(Pair(epoch_position_key, "0"), Pair("model", "small_cnn")));
+}
+
+TEST_F(Fit, TheDefaultPolicyWritesLastAndEachEpoch) {
+  TinyRun run(16, 2);
+  const FitResult result =
+      fit(run.trainer, train_set(), nullptr, run.options, {.checkpoint = checkpoint_every_epoch(dir_ / "runs" / "a")});
+  for (const char* file : {"last.safetensors", "epoch_1.safetensors", "epoch_2.safetensors"}) {
+    EXPECT_TRUE(fs::exists(dir_ / "runs" / "a" / file)) << file;
+  }
+  EXPECT_EQ(result.checkpoint, dir_ / "runs" / "a" / "last.safetensors");
+  EXPECT_EQ(test::bytes_of(dir_ / "runs" / "a" / "last.safetensors"),
+            test::bytes_of(dir_ / "runs" / "a" / "epoch_2.safetensors"));
+}
+
+TEST_F(Fit, StartsAtTheResumePositionInsideTheEpoch) {
+  TinyRun run(16, 1);
+  run.trainer.set_metadata({{epoch_position_key, "8"}});
+  EXPECT_EQ(resume_position(run.trainer), 8u);
+  std::vector<std::size_t> positions;
+  const FitResult result = fit(run.trainer, train_set(), nullptr, run.options,
+                               {.on_step = [&](const StepEvent& e) { positions.push_back(e.position); }});
+  EXPECT_EQ(result.images, 8);  // the second half of the epoch's order
+  EXPECT_THAT(positions, ElementsAre(12u, 16u));
+  EXPECT_EQ(run.trainer.epoch(), 1);
+  EXPECT_EQ(resume_position(run.trainer), 0u);  // the epoch is done: the next starts at its beginning
+}
+
+// Ctrl-C in the second of two epochs, then a resume from the checkpoint written at the cut: the
+// final weights are those of a run never interrupted, bit for bit (the CPU backend is
+// deterministic, and each batch depends only on the seed, the epoch and the position).
+TEST_F(Fit, ACtrlCMidEpochThenAResumeGivesTheUninterruptedWeights) {
+  TinyRun whole(16, 2);
+  fit(whole.trainer, train_set(), val_set(), whole.options);
+  whole.trainer.save(dir_ / "whole.safetensors");
+
+  TinyRun cut(16, 2);
+  FitResult interrupted;
+  {
+    const graph::SignalStop guard;
+    interrupted = fit(cut.trainer, train_set(), val_set(), cut.options,
+                      {.on_step =
+                           [](const StepEvent& e) {
+                             if (e.epoch == 2 && e.step == 6) std::raise(SIGINT);  // 2 of the epoch's 4 steps
+                           },
+                       .checkpoint = checkpoint_every_epoch(dir_ / "cut")});
+    graph::SignalStop::reset();
+  }
+  ASSERT_TRUE(interrupted.interrupted);
+  EXPECT_EQ(interrupted.epochs, 1);
+  EXPECT_EQ(interrupted.checkpoint, dir_ / "cut" / "last.safetensors");
+  EXPECT_FALSE(fs::exists(dir_ / "cut" / "epoch_2.safetensors"));
+  EXPECT_EQ(nn::read_checkpoint_metadata(dir_ / "cut" / "last.safetensors").extra.at(epoch_position_key), "8");
+
+  TinyRun resumed(16, 2);
+  resumed.trainer.load(dir_ / "cut" / "last.safetensors");
+  const FitResult rest = fit(resumed.trainer, train_set(), val_set(), resumed.options);
+  EXPECT_EQ(rest.images, 8);
+  resumed.trainer.save(dir_ / "resumed.safetensors");
+  EXPECT_TRUE(test::bytes_of(dir_ / "whole.safetensors") == test::bytes_of(dir_ / "resumed.safetensors"))
+      << "the resumed run's weights differ from the uninterrupted run's";
+}
+
+TEST(FitSchedule, StepsAndScheduleFollowTheEpochs) {
+  EXPECT_EQ(steps_per_epoch(100, 16, 1), 6);  // whole batches only
+  EXPECT_EQ(steps_per_epoch(100, 16, 4), 1);
+  EXPECT_EQ(steps_per_epoch(10, 16, 1), 1);  // at least one
+  EXPECT_THROW(steps_per_epoch(10, 0, 1), std::invalid_argument);
+  const nn::LrScheduleOptions s = epoch_schedule(nn::LrScheduleKind::step, 0.1f, 1.5, 10, 20);
+  EXPECT_EQ(s.total_steps, 200);
+  EXPECT_EQ(s.warmup_steps, 15);
+  EXPECT_EQ(s.step_size, 60);                                                            // x0.1 every 30% of the run
+  EXPECT_EQ(epoch_schedule(nn::LrScheduleKind::cosine, 0.1f, 5, 2, 1).warmup_steps, 1);  // all steps but one
+}
+
+}  // namespace
+}  // namespace stoke::train

@@ -1,0 +1,169 @@
+#include "stoke/train/evaluate.hpp"
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <stoke/graph/pipeline.hpp>
+#include <stoke/nn/layer.hpp>
+#include <stoke/nn/loss.hpp>
+#include <stoke/nodes/sample.hpp>
+#include <utility>
+
+namespace stoke::train {
+
+namespace {
+
+std::string quoted_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + ("'" + item + "'");
+  return "[" + out + "]";
+}
+
+// A list file's classes are its labels as numbers ("0", "1", ...), which index the checkpoint's.
+bool numbered_labels(const std::vector<std::string>& classes) {
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    if (classes[i] != std::to_string(i)) return false;
+  }
+  return true;
+}
+
+// The image files of classify_files as a dataset without labels: item i is files[i].
+class ImageFiles final : public nodes::Dataset {
+ public:
+  explicit ImageFiles(std::vector<std::string> files) : files_(std::move(files)) {}
+  std::size_t size() const noexcept override { return files_.size(); }
+  int label(std::size_t) const override { return -1; }
+  std::string name(std::size_t i) const override { return files_.at(i); }
+  nodes::Sample read(std::size_t i) const override {
+    nodes::Sample sample;
+    sample.bytes = nodes::Bytes(nodes::read_file(files_.at(i)));
+    sample.index = i;
+    sample.name = files_[i];
+    return sample;
+  }
+
+ private:
+  std::vector<std::string> files_;
+};
+
+// The input of evaluation and prediction: the card's size and transforms, every item once in order.
+InputConfig inference_input(const ModelCard& card, std::size_t batch_size) {
+  InputConfig config;
+  config.batch_size = batch_size;
+  config.size = card.image_size;
+  config.transforms = card.eval_transforms;
+  config.shuffle = false;
+  config.drop_last = false;
+  return config;
+}
+
+}  // namespace
+
+void check_classes(const nodes::Dataset& dataset, const std::string& data, const ModelCard& card,
+                   const std::string& checkpoint) {
+  const std::vector<std::string>& mine = dataset.classes();
+  if (mine == card.classes) return;
+  if (!mine.empty() && numbered_labels(mine) && mine.size() <= card.classes.size()) return;
+  std::string difference;
+  if (mine.size() <= 10 && card.classes.size() <= 10) {
+    difference = quoted_list(mine) + " here, " + quoted_list(card.classes) + " in the checkpoint";
+  } else {
+    std::size_t i = 0;
+    while (i < mine.size() && i < card.classes.size() && mine[i] == card.classes[i]) ++i;
+    difference = std::to_string(mine.size()) + " here, " + std::to_string(card.classes.size()) +
+                 " in the checkpoint; the first difference is class " + std::to_string(i) + ": " +
+                 (i < mine.size() ? "'" + mine[i] + "'" : "none") + " here, " +
+                 (i < card.classes.size() ? "'" + card.classes[i] + "'" : "none") + " in the checkpoint";
+  }
+  throw std::runtime_error(data + ": its classes differ from those of " + checkpoint + " (" + difference +
+                           "); evaluate needs the classes the model was trained on, in the same order");
+}
+
+Evaluation evaluate(const InferenceModel& model, const nodes::DatasetPtr& dataset, nn::Backend& backend,
+                    const EvaluateOptions& options) {
+  if (!dataset) throw std::invalid_argument("evaluate: no dataset");
+  InputConfig config = inference_input(model.card, options.batch_size);
+  config.threads = options.threads;
+  config.tuning.target = "evaluate";
+
+  const std::size_t classes = model.card.classes.size();
+  Evaluation result{.confusion = ConfusionMatrix(classes)};
+  nn::Context ctx{.backend = backend, .mode = nn::Mode::eval};
+  const nn::SoftmaxCrossEntropy loss;
+  const auto step = [&](const BatchTensors& t) {
+    const nn::Tensor logits = model.model->forward(t.images, ctx);
+    StepResult r{loss.forward(logits, t.labels, ctx)};
+    const HostScores host = to_host(logits, t.labels, backend);
+    r.correct_top5 = 0;
+    for (std::size_t i = 0; i < host.labels.size(); ++i) {
+      const std::int32_t label = host.labels[i];
+      if (label < 0 || static_cast<std::size_t>(label) >= classes) {
+        throw std::runtime_error(dataset->name(static_cast<std::size_t>(t.indices[i])) + ": the label " +
+                                 std::to_string(label) + " is outside the " + std::to_string(classes) +
+                                 " classes of the checkpoint");
+      }
+      const std::span<const float> row = host.row(i);
+      result.confusion.add(static_cast<std::size_t>(label), argmax(row));
+      if (in_top_k(row, label, 5)) ++r.correct_top5;
+    }
+    return r;
+  };
+  const EpochTotals totals =
+      run_epoch(dataset, config, backend, step, {.stage = "evaluate", .progress = options.progress});
+
+  result.images = totals.images;
+  result.skipped = totals.skipped;
+  result.skipped_files = totals.skipped_files;
+  if (totals.images > 0) {
+    const auto images = static_cast<double>(totals.images);
+    result.top1 = static_cast<double>(result.confusion.correct()) / images;
+    result.top5 = static_cast<double>(totals.correct_top5) / images;
+    result.loss = totals.loss_sum / images;
+  }
+  return result;
+}
+
+std::vector<FilePrediction> classify_files(const InferenceModel& model, const std::vector<std::string>& files,
+                                           nn::Backend& backend, std::size_t batch_size) {
+  if (files.empty()) return {};
+  InputConfig config = inference_input(model.card, std::min(batch_size, files.size()));
+  config.autotune = false;
+  config.on_error = graph::OnError::skip;
+  const auto dataset = std::make_shared<const ImageFiles>(files);
+  Input input = make_input(dataset, config);
+  graph::Pipeline pipe(input.pipeline_options);
+  nn::Context ctx{.backend = backend, .mode = nn::Mode::eval};
+  const std::size_t classes = model.card.classes.size();
+  std::vector<FilePrediction> out(files.size());
+  add_input(pipe, input, config).sink("classify", [&](nodes::Batch batch) {
+    const BatchTensors t = to_tensors(batch, backend);
+    // Isolated, as run_epoch's step: the backend's parallel loops must not run input tasks.
+    std::vector<float> probabilities;
+    tbb::this_task_arena::isolate([&] {
+      const nn::Tensor logits = model.model->forward(t.images, ctx);
+      probabilities = softmax_rows(logits.to_vector(backend.stream()), classes);
+    });
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const auto row = probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes);
+      out.at(batch.indices()[i]).probabilities.assign(row, row + static_cast<std::ptrdiff_t>(classes));
+    }
+  });
+  const graph::RunReport report = pipe.run();
+
+  // Why each file failed; the pipeline's positions are the items' indices (no shuffling).
+  const std::vector<SkippedFile> skips = name_skips(report, input, config);
+  for (std::size_t k = 0; k < skips.size(); ++k) {
+    const std::uint64_t i = report.skipped_items[k].index;
+    if (i < out.size()) out[i].error = skips[k].reason;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    out[i].file = files[i];
+    if (out[i].probabilities.empty() && out[i].error.empty()) out[i].error = "could not be read or decoded";
+  }
+  return out;
+}
+
+}  // namespace stoke::train

@@ -1,0 +1,269 @@
+#include "stoke/train/fit.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "stoke/train/metrics.hpp"
+
+namespace stoke::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double ratio(std::int64_t part, std::int64_t whole) {
+  return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0;
+}
+
+// For each dataset index, its position in an epoch's visiting order.
+std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order) {
+  const std::vector<std::uint64_t> indices = order.indices(0);
+  std::vector<std::uint32_t> position(indices.size() == 0 ? 0 : *std::max_element(indices.begin(), indices.end()) + 1);
+  for (std::size_t i = 0; i < indices.size(); ++i) position[indices[i]] = static_cast<std::uint32_t>(i);
+  return position;
+}
+
+// One epoch of fit: the training pass, then the validation pass. The sink runs one batch at a
+// time, so the members the step and the hooks share need no lock.
+class EpochRun {
+ public:
+  EpochRun(nn::Trainer& trainer, const FitCallbacks& callbacks, std::int64_t epoch)
+      : trainer_(trainer), callbacks_(callbacks), epoch_(epoch) {}
+
+  // Trains from `start` items into the epoch's order; afterwards position() is the resume point.
+  EpochTotals train(const nodes::DatasetPtr& dataset, const InputConfig& input) {
+    position_of_ = positions_in(
+        nodes::EpochOrder(dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}));
+    position_ = input.start;
+    const auto batch = input.batch_size;
+    const auto remaining = dataset->size() - std::min(dataset->size(), input.start);
+    const auto pass_images = static_cast<std::int64_t>(remaining / batch * batch);
+    PassOptions pass{
+        .stage = "train", .progress = progress(Phase::train, pass_images), .after_batch = {}, .window = {}};
+    if (callbacks_.on_step)
+      pass.after_batch = [this](const BatchTensors& t, const nn::LossStats& s) { step_done(t, s); };
+    return run(Phase::train, dataset, input, pass, [this](const BatchTensors& t) {
+      const std::int64_t step = trainer_.step();
+      lr_ = trainer_.lr();
+      StepResult r{trainer_.train_batch(t.images, t.labels)};
+      stepped_ = trainer_.step() != step;
+      if (stepped_ && !t.indices.empty()) position_ = position_of_[t.indices.back()] + 1u;
+      return r;
+    });
+  }
+
+  EpochTotals validate(const nodes::DatasetPtr& dataset, const InputConfig& input) {
+    const auto pass_images = static_cast<std::int64_t>(dataset->size());
+    nn::Backend& backend = trainer_.backend();
+    return run(
+        Phase::evaluate, dataset, input,
+        {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .after_batch = {}, .window = {}},
+        [this, &backend](const BatchTensors& t) {
+          nn::Tensor logits;
+          StepResult r{trainer_.evaluate_batch(t.images, t.labels, &logits)};
+          r.correct_top5 = top_k_correct(logits, t.labels, 5, backend);
+          return r;
+        });
+  }
+
+  std::size_t position() const noexcept { return position_; }
+
+ private:
+  EpochTotals run(Phase phase, const nodes::DatasetPtr& dataset, const InputConfig& input, const PassOptions& pass,
+                  const BatchStep& step) {
+    if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch_ + 1, phase);
+    EpochTotals totals = run_epoch(dataset, input, trainer_.backend(), step, pass);
+    if (callbacks_.on_pass_end) callbacks_.on_pass_end(epoch_ + 1, phase, totals);
+    return totals;
+  }
+
+  EpochProgress progress(Phase phase, std::int64_t pass_images) {
+    if (!callbacks_.on_progress) return {};
+    return [this, phase, pass_images](const EpochTotals& t, const graph::Pipeline& pipe) {
+      callbacks_.on_progress({.epoch = epoch_ + 1,
+                              .phase = phase,
+                              .totals = t,
+                              .pass_images = pass_images,
+                              .lr = trainer_.lr(),
+                              .pipeline = pipe});
+    };
+  }
+
+  void step_done(const BatchTensors& t, const nn::LossStats& s) {
+    callbacks_.on_step({.epoch = epoch_ + 1,
+                        .step = trainer_.step(),
+                        .stepped = stepped_,
+                        .lr = lr_,
+                        .loss = s.loss,
+                        .correct = s.correct,
+                        .images = t.labels.numel(),
+                        .position = position_});
+  }
+
+  nn::Trainer& trainer_;
+  const FitCallbacks& callbacks_;
+  std::int64_t epoch_;
+  std::vector<std::uint32_t> position_of_;
+  std::size_t position_ = 0;  // where the run is in the epoch's order after the last full optimizer step
+  float lr_ = 0;
+  bool stepped_ = false;
+};
+
+EpochSummary summarize(std::int64_t epoch, int epochs, EpochTotals train, EpochTotals val) {
+  EpochSummary s;
+  s.epoch = epoch + 1;
+  s.epochs = epochs;
+  s.train_loss = train.images > 0 ? train.loss_sum / static_cast<double>(train.images) : 0;
+  s.train_top1 = ratio(train.correct, train.images);
+  if (val.images > 0 && !val.stopped) {
+    s.val_top1 = ratio(val.correct, val.images);
+    s.val_top5 = ratio(val.correct_top5, val.images);
+  }
+  s.images_per_sec = train.seconds > 0 ? static_cast<double>(train.images) / train.seconds : 0;
+  s.skipped = train.skipped + val.skipped;
+  s.completed = !train.stopped;
+  s.interrupted = train.stopped || val.stopped;
+  s.train = std::move(train);
+  s.val = std::move(val);
+  return s;
+}
+
+// Adds an epoch's figures to the run's.
+void accumulate(FitResult& result, const EpochSummary& s, std::size_t max_listed_skips) {
+  if (s.val_top1) {
+    result.val_top1 = s.val_top1;
+    result.val_top5 = s.val_top5;
+    result.best_val_top1 = std::max(result.best_val_top1.value_or(0), *s.val_top1);
+  }
+  result.images += s.train.images;
+  result.seconds += s.train.seconds + s.val.seconds;
+  result.skipped += s.skipped;
+  for (const EpochTotals* totals : {&s.train, &s.val}) {
+    for (const SkippedFile& f : totals->skipped_files) {
+      if (result.skipped_files.size() < max_listed_skips) result.skipped_files.push_back(f);
+    }
+  }
+  result.checkpoint = s.checkpoint;
+  result.interrupted = s.interrupted;
+}
+
+}  // namespace
+
+const char* to_string(Phase phase) noexcept { return phase == Phase::train ? "train" : "evaluate"; }
+
+TrainingData open_training_data(const fs::path& train, const fs::path& val, const std::string& format,
+                                std::size_t batch_size) {
+  TrainingData data{.train = open_dataset(train, format), .val = nullptr, .train_path = train, .val_path = val};
+  if (val.empty() && train.filename() == "train" && fs::is_directory(train.parent_path() / "val")) {
+    data.val_path = train.parent_path() / "val";
+  }
+  if (!data.val_path.empty()) data.val = open_dataset(data.val_path, format);
+  if (data.train->size() < batch_size) {
+    throw std::runtime_error(train.string() + " has " + std::to_string(data.train->size()) +
+                             " images, fewer than one batch of " + std::to_string(batch_size) +
+                             " (lower the batch size)");
+  }
+  const std::size_t classes = data.train->classes().size();
+  if (classes < 2) {
+    throw std::runtime_error(train.string() + " has " + std::to_string(classes) +
+                             " class; a classifier needs at least two (one subfolder per class)");
+  }
+  if (data.val && data.val->classes() != data.train->classes()) {
+    throw std::runtime_error(data.val_path.string() + " has other classes than " + train.string() +
+                             " (the same subfolder names are needed in both)");
+  }
+  return data;
+}
+
+std::int64_t steps_per_epoch(std::size_t train_images, std::size_t batch_size, int accumulation) {
+  if (batch_size == 0 || accumulation < 1)
+    throw std::invalid_argument("steps_per_epoch: batch size and accumulation must be positive");
+  const auto batches = static_cast<std::int64_t>(train_images / batch_size);
+  return std::max<std::int64_t>(1, batches / accumulation);
+}
+
+nn::LrScheduleOptions epoch_schedule(nn::LrScheduleKind kind, float lr, double warmup_epochs,
+                                     std::int64_t steps_per_epoch, int epochs) {
+  const std::int64_t total_steps = steps_per_epoch * epochs;
+  const auto warmup_steps = std::min<std::int64_t>(
+      static_cast<std::int64_t>(warmup_epochs * static_cast<double>(steps_per_epoch)), total_steps - 1);
+  return {.kind = kind,
+          .base_lr = lr,
+          .total_steps = total_steps,
+          .warmup_steps = std::max<std::int64_t>(warmup_steps, 0),
+          .warmup_start = 0.0f,
+          .step_size = std::max<std::int64_t>(1, total_steps * 3 / 10),
+          .gamma = 0.1f,
+          .min_lr = 0.0f};
+}
+
+InputConfig evaluation_input(const InputConfig& train, std::vector<std::string> transforms) {
+  InputConfig val = train;
+  val.transforms = std::move(transforms);
+  val.tuning.target = "evaluate";
+  val.shuffle = false;
+  val.drop_last = false;
+  val.start = 0;
+  val.trace_file.clear();
+  return val;
+}
+
+CheckpointPolicy checkpoint_every_epoch(fs::path folder) {
+  return [folder = std::move(folder)](const EpochSummary& s) {
+    fs::create_directories(folder);
+    std::vector<fs::path> files{folder / "last.safetensors"};
+    if (s.completed) files.push_back(folder / ("epoch_" + std::to_string(s.epoch) + ".safetensors"));
+    return files;
+  };
+}
+
+std::size_t resume_position(const nn::Trainer& trainer) {
+  const auto it = trainer.metadata().find(epoch_position_key);
+  return it == trainer.metadata().end() ? 0 : static_cast<std::size_t>(std::strtoull(it->second.c_str(), nullptr, 10));
+}
+
+FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const nodes::DatasetPtr& val_set,
+              const FitOptions& options, const FitCallbacks& callbacks) {
+  if (!train_set) throw std::invalid_argument("fit: no training set");
+  InputConfig train_input = options.train_input;
+  train_input.tuning.target = "train";
+  train_input.drop_last = true;
+  InputConfig val_input = options.val_input;
+  val_input.tuning.target = "evaluate";
+  std::map<std::string, std::string> metadata = options.metadata;
+
+  FitResult result;
+  const std::int64_t first_epoch = trainer.epoch();  // the loop moves trainer.epoch() on
+  const std::size_t resume = resume_position(trainer);
+  for (std::int64_t epoch = first_epoch; epoch < options.epochs && !result.interrupted; ++epoch) {
+    train_input.seed = options.seed * 1000003u + static_cast<std::uint64_t>(epoch);
+    train_input.start = epoch == first_epoch ? resume : 0;
+    train_input.trace_file = epoch == first_epoch ? options.trace_file : fs::path();
+    EpochRun run(trainer, callbacks, epoch);
+    EpochTotals train_totals = run.train(train_set, train_input);
+    EpochTotals val_totals;
+    if (val_set && !train_totals.stopped) val_totals = run.validate(val_set, val_input);
+
+    EpochSummary summary = summarize(epoch, options.epochs, std::move(train_totals), std::move(val_totals));
+    trainer.set_epoch(summary.completed ? epoch + 1 : epoch);
+    metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position());
+    trainer.set_metadata(metadata);
+    summary.checkpoint = result.checkpoint;
+    if (callbacks.checkpoint) {
+      const std::vector<fs::path> files = callbacks.checkpoint(summary);
+      for (const fs::path& file : files) trainer.save(file);  // each atomic: temporary file, flush, rename
+      if (!files.empty()) summary.checkpoint = files.front();
+    }
+    accumulate(result, summary, options.max_listed_skips);
+    if (callbacks.on_epoch && !callbacks.on_epoch(summary) && !summary.interrupted) {
+      result.stopped_early = epoch + 1 < options.epochs;
+      break;
+    }
+  }
+  result.epochs = trainer.epoch();
+  return result;
+}
+
+}  // namespace stoke::train
