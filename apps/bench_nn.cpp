@@ -11,14 +11,11 @@
 #include <stoke/nn/models.hpp>
 #include <stoke/nn/trainer.hpp>
 #include <stoke/train/compute.hpp>
+#include <stoke/train/json.hpp>
 #include <stoke/train/step_timing.hpp>
 #include <string>
 
-// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
-#pragma GCC diagnostic pop
 #include "commands.hpp"
 #include "median.hpp"
 #include "progress.hpp"
@@ -61,9 +58,8 @@ int bench_nn(int argc, char** argv) {
                      "scripts/bench_nn_torch.py; scripts/bench-nn.sh runs both and prints the ratio.\n\n"
                      "  stoke bench nn --model small_cnn --batch 64 --size 32 --device cpu\n"
                      "  stoke bench nn --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last");
-  std::string models;
-  for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
-  cli.add()("model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
+  const std::string models = "the model: " + nn::model_names();
+  cli.add()("model", po::value(&c.model)->default_value(c.model), models.c_str())(
       "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N (auto: cuda:0 if usable)")(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per step")(
       "size", po::value(&c.size)->default_value(c.size), "image side in pixels (square, 3 channels)")(
@@ -81,8 +77,8 @@ int bench_nn(int argc, char** argv) {
     return cli.usage_error("--batch and --classes must be positive and --size at least 8");
   }
   if (c.warmup < 0 || c.steps < 1) return cli.usage_error("--warmup must be >= 0 and --steps >= 1");
-  if (c.precision != "f32" && c.precision != "bf16" && c.precision != "f16") {
-    return cli.usage_error("--precision must be f32, bf16 or f16 (got '" + c.precision + "')");
+  if (auto mistake = choice_error("precision", c.precision, {"f32", "bf16", "f16"}); !mistake.empty()) {
+    return cli.usage_error(mistake);
   }
 
   const ComputeContext machine = make_compute(c.device, &std::cerr);

@@ -136,8 +136,10 @@ int bench_pipeline(int argc, char** argv) {
   if (values.count("plugin")) plugins = values["plugin"].as<std::vector<std::string>>();
   if (values.count("seconds") && values.count("epochs")) return cli.usage_error("give --seconds or --epochs, not both");
   if (values.count("seconds") && !(seconds > 0)) return cli.usage_error("--seconds must be positive");
-  if (on_error != "skip" && on_error != "fail") return cli.usage_error("--on-error must be skip or fail");
-  if (autotune != "on" && autotune != "off") return cli.usage_error("--autotune must be on or off");
+  for (const std::string& mistake :
+       {choice_error("on-error", on_error, {"skip", "fail"}), choice_error("autotune", autotune, {"on", "off"})}) {
+    if (!mistake.empty()) return cli.usage_error(mistake);
+  }
   if (config.batch_size == 0 || config.size <= 0 || config.threads < 0 || config.prefetch == 0)
     return cli.usage_error("--batch, --size and --prefetch must be positive, --threads >= 0");
 

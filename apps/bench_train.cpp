@@ -12,23 +12,20 @@
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
+#include <stoke/bench/training.hpp>
 #include <stoke/nn/models.hpp>
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/epoch.hpp>
 #include <stoke/train/input.hpp>
+#include <stoke/train/json.hpp>
 #include <stoke/train/recipe.hpp>
 #include <stoke/train/step_timing.hpp>
 #include <string>
 #include <vector>
 
-// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
-#pragma GCC diagnostic pop
 #include "commands.hpp"
-#include "median.hpp"
 #include "progress.hpp"
 
 namespace stoke::app {
@@ -54,31 +51,6 @@ struct Config {
   std::uint64_t seed = 0;
   bool json = false;
 };
-
-// One round: the compute bound, then the pipeline.
-struct Round {
-  double compute = 0;   // images/s
-  double pipeline = 0;  // images/s
-  double compute_busy = 0;
-  std::string bottleneck;
-  double ratio() const { return compute > 0 ? pipeline / compute : 0; }
-};
-
-// The middle round by pipeline images/s (the upper one of the two middle ones for an even count):
-// its busy share and bottleneck are the ones reported.
-const Round& middle_round(const std::vector<Round>& rounds) {
-  std::vector<std::size_t> order(rounds.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return rounds[a].pipeline < rounds[b].pipeline; });
-  return rounds[order[order.size() / 2]];
-}
-
-std::vector<double> pick(const std::vector<Round>& rounds, double (*field)(const Round&)) {
-  std::vector<double> out;
-  for (const Round& r : rounds) out.push_back(field(r));
-  return out;
-}
 
 // " (median of 3: 801.2, 812.0, 830.5)"; nothing for one value.
 std::string median_of(const std::vector<double>& values) {
@@ -111,11 +83,10 @@ int bench_train(int argc, char** argv) {
                      "With no --data: the built-in shapes dataset (written once to $STOKE_CACHE or ~/.cache/stoke).\n\n"
                      "  stoke bench train --device cpu --repeats 3\n"
                      "  stoke bench train --data imagenet/train --model resnet50 --batch 256 --precision bf16 --json");
-  std::string models;
-  for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
+  const std::string models = "the model: " + nn::model_names();
   cli.add()("data", po::value(&c.data),
             "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
-      "model", po::value(&c.model)->default_value(c.model), ("the model: " + models).c_str())(
+      "model", po::value(&c.model)->default_value(c.model), models.c_str())(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
       "size", po::value(&c.size)->default_value(c.size),
       "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
@@ -138,8 +109,8 @@ int bench_train(int argc, char** argv) {
     return cli.usage_error("--seconds must be more than 0 (got " + std::to_string(c.seconds) + ")");
   }
   if (c.repeats < 1 || c.repeats > 100) return cli.usage_error("--repeats must be in 1..100");
-  if (c.autotune != "on" && c.autotune != "off") {
-    return cli.usage_error("--autotune must be on or off (got '" + c.autotune + "')");
+  if (auto mistake = choice_error("autotune", c.autotune, {"on", "off"}); !mistake.empty()) {
+    return cli.usage_error(mistake);
   }
   gpu::DType dtype{};
   try {
@@ -185,46 +156,42 @@ int bench_train(int argc, char** argv) {
   // then run the same step, the cast to the compute dtype included.
   const int size = recipe.image_size();
   const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes);
-  InputConfig input = training_input(recipe);
   if (!c.json) {
     std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s on %s; %zu images in %s\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), c.batch, size, size,
                  c.precision.c_str(), backend.describe().c_str(), dataset->size(), data.c_str());
   }
 
-  std::vector<Round> rounds;
-  for (int r = 0; r < c.repeats; ++r) {
-    Round round;
-    std::fprintf(stderr, "bench train: round %d of %d: compute bound for %.3g s ...", r + 1, c.repeats, c.seconds);
-    std::fflush(stderr);
-    const StepTiming steps = time_train_steps(trainer, backend, synthetic,
-                                              {.warmup = c.warmup, .seconds = c.seconds, .read_loss_every_step = true});
-    round.compute = steps.images_per_sec();
-    std::fprintf(stderr, " %.1f images/s; pipeline ...", round.compute);
-    std::fflush(stderr);
-
-    input.seed = c.seed * 1000003u + static_cast<std::uint64_t>(r);
-    const EpochTotals totals = time_pipeline_steps(
-        trainer, dataset, input, {.warmup_batches = c.warmup, .seconds = c.seconds, .compute_bound = round.compute},
-        data.string());
-    round.pipeline = static_cast<double>(totals.images) / totals.seconds;
-    round.compute_busy = totals.compute_busy;
-    round.bottleneck = totals.bottleneck;
-    std::fprintf(stderr, " %.1f images/s (train busy %.0f%%, limited by %s): ratio %.3f\n", round.pipeline,
-                 100 * round.compute_busy, round.bottleneck.c_str(), round.ratio());
-    rounds.push_back(round);
+  const bench::TrainingBenchResult result = bench::measure_training(
+      trainer, backend, synthetic, dataset, training_input(recipe), data.string(),
+      {.repeats = c.repeats,
+       .warmup = c.warmup,
+       .seconds = c.seconds,
+       .seed = c.seed,
+       .progress = [&](int round, const char* phase, const bench::TrainingRound& r) {
+         if (std::string_view(phase) == "compute") {
+           std::fprintf(stderr, "bench train: round %d of %d: compute bound for %.3g s ...", round + 1, c.repeats,
+                        c.seconds);
+         } else if (std::string_view(phase) == "pipeline") {
+           std::fprintf(stderr, " %.1f images/s; pipeline ...", r.compute);
+         } else {
+           std::fprintf(stderr, " %.1f images/s (train busy %.0f%%, limited by %s): ratio %.3f\n", r.pipeline,
+                        100 * r.compute_busy, r.bottleneck.c_str(), r.ratio());
+         }
+         std::fflush(stderr);
+       }});
+  const std::vector<bench::TrainingRound>& rounds = result.rounds;
+  const double compute_bound = result.compute_bound, pipeline = result.pipeline, ratio = result.ratio();
+  const double busy = result.compute_busy;
+  const std::string& bottleneck = result.bottleneck;
+  std::vector<double> compute_rates, pipeline_rates;
+  for (const bench::TrainingRound& r : rounds) {
+    compute_rates.push_back(r.compute);
+    pipeline_rates.push_back(r.pipeline);
   }
-
-  const std::vector<double> compute_rates = pick(rounds, [](const Round& r) { return r.compute; });
-  const std::vector<double> pipeline_rates = pick(rounds, [](const Round& r) { return r.pipeline; });
-  const double compute_bound = median(compute_rates);
-  const double pipeline = median(pipeline_rates);
-  const double ratio = compute_bound > 0 ? pipeline / compute_bound : 0;
-  const double busy = median(pick(rounds, [](const Round& r) { return r.compute_busy; }));
-  const std::string& bottleneck = middle_round(rounds).bottleneck;
   if (c.json) {
     nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-    for (const Round& r : rounds) {
+    for (const bench::TrainingRound& r : rounds) {
       runs.push_back({{"compute_bound_images_per_sec", json_number(r.compute)},
                       {"pipeline_images_per_sec", json_number(r.pipeline)},
                       {"ratio", json_number(r.ratio())},

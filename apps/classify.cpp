@@ -7,15 +7,12 @@
 #include <iostream>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/evaluate.hpp>
+#include <stoke/train/json.hpp>
 #include <stoke/train/metrics.hpp>
 #include <string>
 #include <vector>
 
-// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
-#pragma GCC diagnostic pop
 #include "commands.hpp"
 #include "progress.hpp"
 

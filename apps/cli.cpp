@@ -40,6 +40,18 @@ void print_json(const nlohmann::ordered_json& object) {
   std::cout << object.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << std::endl;
 }
 
+std::string choice_error(std::string_view option, std::string_view value,
+                         std::initializer_list<std::string_view> choices) {
+  std::string list;
+  std::size_t i = 0;
+  for (const std::string_view choice : choices) {
+    if (choice == value) return "";
+    list += std::string(i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + std::string(choice);
+    ++i;
+  }
+  return "--" + std::string(option) + " must be " + list + " (got '" + std::string(value) + "')";
+}
+
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,
                  std::span<const Subcommand> commands) {
   const std::string name = full_name(path);

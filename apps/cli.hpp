@@ -7,6 +7,7 @@
 #pragma GCC diagnostic ignored "-Wnull-dereference"
 #include <boost/program_options.hpp>
 #pragma GCC diagnostic pop
+#include <initializer_list>
 #include <iosfwd>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -39,6 +40,11 @@ int dispatch(std::string_view path, std::string_view summary, std::span<const Su
 /// Prints `object` on stdout as one JSON line (the commands' --json output); invalid UTF-8 in
 /// strings (a file name) becomes U+FFFD instead of an error.
 void print_json(const nlohmann::ordered_json& object);
+
+/// "" when `value` is one of `choices`, else the usage error for it:
+/// "--autotune must be on or off (got 'maybe')".
+std::string choice_error(std::string_view option, std::string_view value,
+                         std::initializer_list<std::string_view> choices);
 
 /// Prints the usage of a command table (what `dispatch` prints for --help).
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,

@@ -10,14 +10,11 @@
 #include <stoke/train/compute.hpp>
 #include <stoke/train/evaluate.hpp>
 #include <stoke/train/input.hpp>
+#include <stoke/train/json.hpp>
 #include <string>
 #include <vector>
 
-// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
-#pragma GCC diagnostic pop
 #include "commands.hpp"
 #include "progress.hpp"
 
@@ -107,16 +104,6 @@ void print_text(const Evaluation& e, const std::vector<std::string>& classes) {
   std::fflush(stdout);
 }
 
-nlohmann::ordered_json to_json(const Evaluation& e, const EvaluateConfig& c, const ModelCard& card) {
-  nlohmann::ordered_json skipped_files = nlohmann::ordered_json::array();
-  for (const SkippedFile& skip : e.skipped_files) skipped_files.push_back(skip.file);
-  return {{"checkpoint", c.checkpoint},  {"model", card.model},
-          {"top1", json_number(e.top1)}, {"top5", json_number(e.top5)},
-          {"loss", json_number(e.loss)}, {"images", e.images},
-          {"skipped", e.skipped},        {"skipped_files", std::move(skipped_files)},
-          {"classes", card.classes},     {"confusion", e.confusion.rows()}};
-}
-
 }  // namespace
 
 int evaluate(int argc, char** argv) {
@@ -174,7 +161,9 @@ int evaluate(int argc, char** argv) {
              : " (the first, " + result.skipped_files[0].file + ": " + result.skipped_files[0].reason + ")"));
   }
   if (c.json) {
-    print_json(to_json(result, c, card));
+    nlohmann::ordered_json json = {{"checkpoint", c.checkpoint}};
+    json.update(to_json(result, card));
+    print_json(json);
   } else {
     print_text(result, card.classes);
   }

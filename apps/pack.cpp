@@ -106,7 +106,9 @@ int pack(int argc, char** argv) {
   if (c.resize < 0) return cli.usage_error("--resize must be 0 (keep files) or a positive number of pixels");
   if (c.quality < 1 || c.quality > 100) return cli.usage_error("--quality must be in 1..100");
   if (!values["quality"].defaulted() && c.resize == 0) return cli.usage_error("--quality needs --resize");
-  if (c.on_error != "skip" && c.on_error != "fail") return cli.usage_error("--on-error must be skip or fail");
+  if (auto mistake = choice_error("on-error", c.on_error, {"skip", "fail"}); !mistake.empty()) {
+    return cli.usage_error(mistake);
+  }
   if (c.threads < 0) return cli.usage_error("--threads must be 0 (one per core) or more");
 
   std::shared_ptr<const nodes::Dataset> dataset;

@@ -1,9 +1,7 @@
 #include "progress.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <stoke/train/builtin.hpp>
 
 namespace stoke::app {
@@ -61,15 +59,6 @@ void ProgressLine::show(const std::string& prefix, std::int64_t images, std::int
                   100 * done, static_cast<long long>(images), static_cast<long long>(total), rate, loss,
                   lr_text.c_str(), clock_text(eta).c_str(), suffix.c_str());
   });
-}
-
-nlohmann::ordered_json json_number(std::optional<double> value) {
-  if (!value || !std::isfinite(*value)) return nullptr;
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", *value);
-  const double rounded = std::strtod(text, nullptr);
-  if (rounded == std::trunc(rounded) && std::fabs(rounded) < 1e15) return static_cast<std::int64_t>(rounded);
-  return rounded;
 }
 
 }  // namespace stoke::app

@@ -4,8 +4,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
 #include "status_line.hpp"
@@ -33,9 +31,5 @@ class ProgressLine {
   bool enabled_;
   StatusLine line_;
 };
-
-/// A JSON number as the commands print them: 6 significant digits ("%.6g"), a whole number
-/// without a fraction (1, not 1.0), null when not finite or not there.
-nlohmann::ordered_json json_number(std::optional<double> value);
 
 }  // namespace stoke::app

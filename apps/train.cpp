@@ -17,17 +17,14 @@
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/fit.hpp>
+#include <stoke/train/json.hpp>
 #include <stoke/train/recipe.hpp>
 #include <stoke/train/report.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
-// GCC 12 reports a false null dereference inside Boost.Program_options' typed_value<std::string>.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wnull-dereference"
 #include "cli.hpp"
-#pragma GCC diagnostic pop
 #include "commands.hpp"
 #include "progress.hpp"
 
@@ -38,7 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace po = boost::program_options;
-using Json = nlohmann::ordered_json;
 
 struct TrainConfig {
   Recipe recipe{.epochs = 0};  // --epochs 0: 6 for the built-in dataset, else 10
@@ -78,8 +74,7 @@ constexpr const char* summary =
     "  stoke train --config runs/r50.conf             # the same, options in a file";
 
 void add_options(CommandOptions& cli, TrainConfig& c) {
-  std::string models;
-  for (const nn::ModelInfo& info : nn::model_catalog()) models += (models.empty() ? "" : ", ") + std::string(info.name);
+  const std::string models = "the model: " + nn::model_names();
   const auto value = [](auto* target) { return po::value(target)->default_value(*target); };
   Recipe& r = c.recipe;
   cli.add()("data", po::value(&c.data),
@@ -88,7 +83,7 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "format", value(&c.format), "auto, folder, filelist, cifar or packed")(
       "on-error", value(&c.on_error),
       "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
-      "model", value(&r.model), ("the model: " + models).c_str())(
+      "model", value(&r.model), models.c_str())(
       "epochs", value(&r.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
       "batch", value(&r.batch), "images per batch")("size", value(&r.size),
                                                     "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
@@ -135,15 +130,12 @@ std::string check(TrainConfig& c) {
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
-  const auto one_of = [](const std::string& v, std::initializer_list<std::string_view> choices) {
-    return std::find(choices.begin(), choices.end(), v) != choices.end();
-  };
-  if (!one_of(c.format, {"auto", "folder", "filelist", "cifar", "packed"})) {
-    return "--format must be auto, folder, filelist, cifar or packed (got '" + c.format + "')";
+  for (std::string mistake :
+       {choice_error("format", c.format, {"auto", "folder", "filelist", "cifar", "packed"}),
+        choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("autotune", c.autotune, {"on", "off"})}) {
+    if (!mistake.empty()) return mistake;
   }
   if (c.data.empty() && c.format != "auto") return "--format needs --data";
-  if (!one_of(c.on_error, {"skip", "fail"})) return "--on-error must be skip or fail (got '" + c.on_error + "')";
-  if (!one_of(c.autotune, {"on", "off"})) return "--autotune must be on or off (got '" + c.autotune + "')";
   if (!r.transforms.empty() && r.transforms.back().rfind("normalize", 0) != 0) {
     return "the last --transform must be normalize (the model takes normalized float images); got '" +
            r.transforms.back() + "'";
@@ -153,37 +145,6 @@ std::string check(TrainConfig& c) {
   r.builtin_data = c.data.empty();
   if (r.epochs == 0) r.epochs = r.builtin_data ? 6 : 10;
   return "";
-}
-
-Json epoch_json(const EpochSummary& s) {
-  return {{"epoch", s.epoch},
-          {"train_loss", json_number(s.train_loss)},
-          {"train_top1", json_number(s.train_top1)},
-          {"val_top1", json_number(s.val_top1)},
-          {"val_top5", json_number(s.val_top5)},
-          {"images_per_sec", json_number(s.images_per_sec)},
-          {"compute_busy", json_number(s.train.compute_busy)},
-          {"bottleneck", s.train.bottleneck},
-          {"skipped", s.skipped},
-          {"checkpoint", s.checkpoint.string()},
-          {"interrupted", s.interrupted}};
-}
-
-Json final_json(const FitResult& r) {
-  Json files = Json::array();
-  for (const SkippedFile& f : r.skipped_files) files.push_back({{"file", f.file}, {"reason", f.reason}});
-  return {{"final", true},
-          {"epochs", r.epochs},
-          {"val_top1", json_number(r.val_top1.value_or(0))},
-          {"val_top5", json_number(r.val_top5.value_or(0))},
-          {"best_val_top1", json_number(r.best_val_top1.value_or(0))},
-          {"images", r.images},
-          {"seconds", json_number(r.seconds)},
-          {"images_per_sec", json_number(r.images_per_sec())},
-          {"skipped", r.skipped},
-          {"skipped_files", std::move(files)},
-          {"checkpoint", r.checkpoint.string()},
-          {"interrupted", r.interrupted}};
 }
 
 void print_epoch(const EpochSummary& s, const char* busy_name) {
@@ -283,7 +244,7 @@ int train(int argc, char** argv) {
   };
   callbacks.on_epoch = [&](const EpochSummary& s) {
     if (c.json) {
-      print_json(epoch_json(s));
+      print_json(to_json(s));
     } else {
       print_epoch(s, busy_name);
     }
@@ -305,7 +266,7 @@ int train(int argc, char** argv) {
 
   const graph::SignalStop signals(2);  // Ctrl-C: the step finishes, a checkpoint is written; again: exit now
   const FitResult result = fit(trainer, data.train, data.val, options, callbacks);
-  if (c.json) print_json(final_json(result));
+  if (c.json) print_json(to_json(result));
   print_skips(result);
   if (result.interrupted) {
     std::fprintf(stderr, "stoke train: interrupted; %s\n",

@@ -167,6 +167,12 @@ std::unique_ptr<Sequential> resnet(const ModelOptions& options, const std::array
 
 std::span<const ModelInfo> model_catalog() noexcept { return catalog; }
 
+std::string model_names() {
+  std::string names;
+  for (const ModelInfo& info : catalog) names += (names.empty() ? "" : ", ") + std::string(info.name);
+  return names;
+}
+
 std::unique_ptr<Sequential> make_model(std::string_view name, const ModelOptions& options) {
   if (options.classes < 1) {
     throw std::invalid_argument("make_model: classes is " + std::to_string(options.classes) + "; it must be >= 1");
@@ -175,9 +181,7 @@ std::unique_ptr<Sequential> make_model(std::string_view name, const ModelOptions
   if (name == "mobilenet") return mobilenet(options);
   if (name == "resnet18") return resnet(options, {2, 2, 2, 2}, false);
   if (name == "resnet50") return resnet(options, {3, 4, 6, 3}, true);
-  std::string known;
-  for (const ModelInfo& info : catalog) known += (known.empty() ? "" : ", ") + std::string(info.name);
-  throw std::invalid_argument("unknown model '" + std::string(name) + "'; the models are: " + known);
+  throw std::invalid_argument("unknown model '" + std::string(name) + "'; the models are: " + model_names());
 }
 
 std::int64_t parameter_count(Layer& model) {

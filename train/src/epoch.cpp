@@ -1,7 +1,5 @@
 #include "stoke/train/epoch.hpp"
 
-#include <oneapi/tbb/task_arena.h>
-
 #include <chrono>
 #include <stdexcept>
 #include <stoke/gpu/event.hpp>
@@ -122,17 +120,12 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
               const auto call_start = Clock::now();
               if (w.active && !w.open && w.warmup_seen == w.window.warmup_batches) w.begin(pipe, call_start);
               const BatchTensors t = to_tensors(batch, backend);
-              // Isolated: while the CPU backend's parallel loops wait for each other, their thread
-              // must not pick up the pipeline's read/decode/batch tasks, which would run inside
-              // the step's time (and a batch task may wait there for a slot this step holds).
-              StepResult r;
-              nn::LossStats s;
-              tbb::this_task_arena::isolate([&] {
-                r = step(t);
-                // Reading the stats waits for the step's work on the stream: the batch's device
-                // slot is free to go back when this call returns.
-                s = r.loss.read(backend.stream());
-              });
+              // No isolation needed here: the CPU backend isolates its own parallel loops, so this
+              // thread never runs the pipeline's read/decode/batch tasks inside the step's time.
+              const StepResult r = step(t);
+              // Reading the stats waits for the step's work on the stream: the batch's device
+              // slot is free to go back when this call returns.
+              const nn::LossStats s = r.loss.read(backend.stream());
               if (options.after_batch) options.after_batch(t, s);
               if (w.active && !w.open) {  // a warmup batch: stepped, not counted
                 ++w.warmup_seen;

@@ -1,7 +1,5 @@
 #include "stoke/train/evaluate.hpp"
 
-#include <oneapi/tbb/task_arena.h>
-
 #include <algorithm>
 #include <memory>
 #include <optional>
@@ -140,12 +138,8 @@ std::vector<FilePrediction> classify_files(const InferenceModel& model, const st
   std::vector<FilePrediction> out(files.size());
   add_input(pipe, input, config).sink("classify", [&](nodes::Batch batch) {
     const BatchTensors t = to_tensors(batch, backend);
-    // Isolated, as run_epoch's step: the backend's parallel loops must not run input tasks.
-    std::vector<float> probabilities;
-    tbb::this_task_arena::isolate([&] {
-      const nn::Tensor logits = model.model->forward(t.images, ctx);
-      probabilities = softmax_rows(logits.to_vector(backend.stream()), classes);
-    });
+    const nn::Tensor logits = model.model->forward(t.images, ctx);
+    const std::vector<float> probabilities = softmax_rows(logits.to_vector(backend.stream()), classes);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const auto row = probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes);
       out.at(batch.indices()[i]).probabilities.assign(row, row + static_cast<std::ptrdiff_t>(classes));

@@ -34,6 +34,8 @@ struct ModelInfo {
 
 /// The names make_model() knows, with a line each.
 std::span<const ModelInfo> model_catalog() noexcept;
+/// Their names as a list: "small_cnn, mobilenet, resnet18, resnet50".
+std::string model_names();
 
 /// The model `name` ("small_cnn", "resnet18", "resnet50", "mobilenet") on the CPU, in f32 NCHW.
 /// Throws std::invalid_argument for an unknown name (listing the known ones) or classes < 1.

@@ -1,0 +1,32 @@
+// The results of fit and evaluate as JSON objects (nlohmann::ordered_json, keys in a fixed order):
+// what `stoke train --json` and `stoke evaluate --json` print, for any program that logs or
+// compares runs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "stoke/train/evaluate.hpp"
+#include "stoke/train/fit.hpp"
+#include "stoke/train/model_card.hpp"
+
+namespace stoke::train {
+
+/// A measured number for a JSON report: 6 significant digits (printf's %.6g), a whole number
+/// without a fraction (1, not 1.0), null when absent or not finite.
+nlohmann::ordered_json json_number(std::optional<double> value);
+
+/// One epoch: epoch, train_loss, train_top1, val_top1, val_top5 (null without a validation pass),
+/// images_per_sec, compute_busy, bottleneck, skipped, checkpoint, interrupted.
+nlohmann::ordered_json to_json(const EpochSummary& summary);
+
+/// The run: final (true), epochs, val_top1, val_top5, best_val_top1 (0 without validation),
+/// images, seconds, images_per_sec, skipped, skipped_files [{file, reason}], checkpoint,
+/// interrupted.
+nlohmann::ordered_json to_json(const FitResult& result);
+
+/// An evaluation of the model `card` describes: model, top1, top5, loss, images, skipped,
+/// skipped_files (the files' names), classes, confusion (rows: true class, columns: predicted).
+nlohmann::ordered_json to_json(const Evaluation& evaluation, const ModelCard& card);
+
+}  // namespace stoke::train

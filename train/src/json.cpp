@@ -1,0 +1,67 @@
+#include "stoke/train/json.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+namespace stoke::train {
+
+using Json = nlohmann::ordered_json;
+
+Json json_number(std::optional<double> value) {
+  if (!value || !std::isfinite(*value)) return nullptr;
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", *value);
+  const double rounded = std::strtod(text, nullptr);
+  if (rounded == std::trunc(rounded) && std::fabs(rounded) < 1e15) return static_cast<std::int64_t>(rounded);
+  return rounded;
+}
+
+Json to_json(const EpochSummary& s) {
+  return {{"epoch", s.epoch},
+          {"train_loss", json_number(s.train_loss)},
+          {"train_top1", json_number(s.train_top1)},
+          {"val_top1", json_number(s.val_top1)},
+          {"val_top5", json_number(s.val_top5)},
+          {"images_per_sec", json_number(s.images_per_sec)},
+          {"compute_busy", json_number(s.train.compute_busy)},
+          {"bottleneck", s.train.bottleneck},
+          {"skipped", s.skipped},
+          {"checkpoint", s.checkpoint.string()},
+          {"interrupted", s.interrupted}};
+}
+
+Json to_json(const FitResult& r) {
+  Json files = Json::array();
+  for (const SkippedFile& f : r.skipped_files) files.push_back({{"file", f.file}, {"reason", f.reason}});
+  return {{"final", true},
+          {"epochs", r.epochs},
+          {"val_top1", json_number(r.val_top1.value_or(0))},
+          {"val_top5", json_number(r.val_top5.value_or(0))},
+          {"best_val_top1", json_number(r.best_val_top1.value_or(0))},
+          {"images", r.images},
+          {"seconds", json_number(r.seconds)},
+          {"images_per_sec", json_number(r.images_per_sec())},
+          {"skipped", r.skipped},
+          {"skipped_files", std::move(files)},
+          {"checkpoint", r.checkpoint.string()},
+          {"interrupted", r.interrupted}};
+}
+
+Json to_json(const Evaluation& e, const ModelCard& card) {
+  Json files = Json::array();
+  for (const SkippedFile& skip : e.skipped_files) files.push_back(skip.file);
+  return {{"model", card.model},
+          {"top1", json_number(e.top1)},
+          {"top5", json_number(e.top5)},
+          {"loss", json_number(e.loss)},
+          {"images", e.images},
+          {"skipped", e.skipped},
+          {"skipped_files", std::move(files)},
+          {"classes", card.classes},
+          {"confusion", e.confusion.rows()}};
+}
+
+}  // namespace stoke::train
