@@ -6,7 +6,7 @@
 Each line is tab-separated: name, dtype, shape (comma-separated, empty for a scalar), then the
 values separated by spaces (floats as Python's repr, which reads back exactly). Lines starting
 with "# " give the metadata. An independent check of stoke's writer (gpu/src/nn/safetensors.cpp):
-tests/gpu/safetensors_test.cpp runs it and compares the values.
+tests/nn/safetensors_test.cpp runs it and compares the values.
 """
 import json
 import struct
