@@ -29,11 +29,15 @@ int bench_graph(int argc, char** argv) {
       "repeat", po::value(&c.repeat)->default_value(c.repeat), "runs of each, interleaved; medians are compared")(
       "work-ns", po::value(&c.work_ns)->default_value(c.work_ns), "synthetic work per item per map stage, in ns")(
       "ordered", po::bool_switch(&c.ordered), "deliver to the sink in source order (tbb: serial_in_order sink)")(
+      "only", po::value(&c.only), "run one executor, stoke or tbb (for callgrind: scripts/graph-instructions.sh)")(
       "json", po::bool_switch(&json), "print one JSON line instead of the table");
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
   if (c.items == 0 || c.stages < 1 || c.repeat < 1 || c.in_flight == 0 || c.threads < 0)
     return cli.usage_error("--items, --stages, --repeat and --in-flight must be positive, --threads >= 0");
+  if (!c.only.empty()) {
+    if (auto mistake = choice_error("only", c.only, {"stoke", "tbb"}); !mistake.empty()) return cli.usage_error(mistake);
+  }
 
   StatusLine line(std::chrono::milliseconds(0), std::chrono::milliseconds(5000));
   const bench::GraphExecutorResult r = bench::measure_graph_executor(c, [&](int run, int runs) {

@@ -82,29 +82,36 @@ GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& o,
                                            const std::function<void(int run, int runs)>& progress) {
   if (o.items == 0 || o.stages < 1 || o.repeat < 1 || o.in_flight == 0 || o.threads < 0)
     throw std::invalid_argument("items, stages, repeat and in_flight must be positive, threads >= 0");
+  if (!o.only.empty() && o.only != "stoke" && o.only != "tbb")
+    throw std::invalid_argument("only must be stoke, tbb or empty (both), not '" + o.only + "'");
+  const bool stoke = o.only != "tbb", tbb = o.only != "stoke";
   GraphExecutorResult r;
   r.options = o;
   r.threads = workers(o);
-  r.checksum = run_stoke_graph(o).checksum;  // warm-up: thread pools, allocators, page faults
+  r.checksum = (stoke ? run_stoke_graph(o) : run_tbb_pipeline(o)).checksum;  // warm-up: pools, allocators, pages
   const auto check = [&](const GraphRun& run, const char* executor) {
     if (run.checksum != r.checksum)
-      throw std::runtime_error("checksums differ (stoke " + std::to_string(r.checksum) + ", " + executor + " " +
+      throw std::runtime_error("checksums differ (first run " + std::to_string(r.checksum) + ", " + executor + " " +
                                std::to_string(run.checksum) + "): the two pipelines did not do the same work");
     return run.seconds;
   };
-  check(run_tbb_pipeline(o), "tbb");
+  if (stoke && tbb) check(run_tbb_pipeline(o), "tbb");
   for (int k = 0; k < o.repeat; ++k) {
-    r.stoke_seconds.push_back(check(run_stoke_graph(o), "stoke"));
-    r.tbb_seconds.push_back(check(run_tbb_pipeline(o), "tbb"));
+    if (stoke) r.stoke_seconds.push_back(check(run_stoke_graph(o), "stoke"));
+    if (tbb) r.tbb_seconds.push_back(check(run_tbb_pipeline(o), "tbb"));
     if (progress) progress(k + 1, o.repeat);
   }
   const double visits = static_cast<double>(o.items) * (o.stages + 2);  // stage visits per run
   const double items = static_cast<double>(o.items);
-  r.stoke_ns_per_item_stage = median(r.stoke_seconds) * 1e9 / visits;
-  r.tbb_ns_per_item_stage = median(r.tbb_seconds) * 1e9 / visits;
-  r.ratio = r.stoke_ns_per_item_stage / r.tbb_ns_per_item_stage;
-  r.stoke_items_per_sec = items / median(r.stoke_seconds);
-  r.tbb_items_per_sec = items / median(r.tbb_seconds);
+  if (stoke) {
+    r.stoke_ns_per_item_stage = median(r.stoke_seconds) * 1e9 / visits;
+    r.stoke_items_per_sec = items / median(r.stoke_seconds);
+  }
+  if (tbb) {
+    r.tbb_ns_per_item_stage = median(r.tbb_seconds) * 1e9 / visits;
+    r.tbb_items_per_sec = items / median(r.tbb_seconds);
+  }
+  r.ratio = stoke && tbb ? r.stoke_ns_per_item_stage / r.tbb_ns_per_item_stage : 0;
   return r;
 }
 

@@ -25,13 +25,28 @@ Runtime::Runtime(PipelineOptions options)
   } else {
     impl_->arena = std::make_unique<tbb::task_arena>();
   }
-  // The graph attaches to the arena it is created in, so its tasks run there.
-  impl_->arena->execute([this] { impl_->graph = std::make_unique<tbb::flow::graph>(); });
 }
 
-Runtime::~Runtime() {
-  impl_->arena->execute([this] { impl_->graph.reset(); });
-}
+Runtime::~Runtime() = default;
+
+namespace {
+
+// The runtime whose task (or whose execute_and_wait) this thread is running, if any: its spawns
+// can go onto this thread's own deque.
+thread_local const Runtime* current_runtime = nullptr;
+
+class CurrentRuntime {
+ public:
+  explicit CurrentRuntime(const Runtime* runtime) noexcept : previous_(current_runtime) { current_runtime = runtime; }
+  ~CurrentRuntime() { current_runtime = previous_; }
+  CurrentRuntime(const CurrentRuntime&) = delete;
+  CurrentRuntime& operator=(const CurrentRuntime&) = delete;
+
+ private:
+  const Runtime* previous_;
+};
+
+}  // namespace
 
 bool Runtime::credit_available_or_park() noexcept {
   if (in_flight_.load() < max_in_flight_.load()) return true;
@@ -91,14 +106,30 @@ void Runtime::begin() noexcept {
 
 void Runtime::execute_and_wait(const std::function<void()>& body) {
   impl_->arena->execute([&] {
-    body();
-    impl_->graph->wait_for_all();
+    {
+      const CurrentRuntime current(this);
+      body();
+    }
+    impl_->group.wait();
   });
 }
 
-void* Runtime::flow_graph() noexcept { return impl_->graph.get(); }
+void Runtime::spawn(StageBase& stage, int tasks) {
+  for (int i = 0; i < tasks; ++i) {
+    auto task = [this, &stage] {
+      const CurrentRuntime current(this);
+      stage.run_task();
+    };
+    if (current_runtime == this) {
+      impl_->group.run(std::move(task));
+    } else {
+      impl_->arena->enqueue(impl_->group.defer(std::move(task)));
+    }
+  }
+}
 
-void Runtime::hold() noexcept { impl_->graph->reserve_wait(); }
-void Runtime::release() noexcept { impl_->graph->release_wait(); }
+tbb::task_handle Runtime::hold() {
+  return impl_->group.defer([] {});
+}
 
 }  // namespace stoke::graph::detail

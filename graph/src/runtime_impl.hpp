@@ -2,9 +2,9 @@
 #pragma once
 
 #include <oneapi/tbb/enumerable_thread_specific.h>
-#include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
 
 #include <atomic>
 #include <cstdint>
@@ -36,7 +36,9 @@ struct Setting {
 struct Runtime::Impl {
   std::optional<tbb::global_control> parallelism;  // raises oneTBB's thread limit if asked to
   std::unique_ptr<tbb::task_arena> arena;
-  std::unique_ptr<tbb::flow::graph> graph;
+  // Every task of the run belongs to it: the run ends when its wait() returns, and an outstanding
+  // async operation holds a deferred task of it (hold()).
+  tbb::task_group group;
 
   mutable std::mutex mutex;  // guards failure and skips
   std::exception_ptr failure;

@@ -1,7 +1,5 @@
 #include "stoke/graph/detail/stage_base.hpp"
 
-#include <oneapi/tbb/flow_graph.h>
-
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -9,17 +7,6 @@
 #include "stoke/graph/errors.hpp"
 
 namespace stoke::graph::detail {
-
-// A function_node with unlimited concurrency is the stage's way of starting tasks on the graph;
-// the stage itself decides how many run (limit_), so the node never queues or rejects.
-struct StageBase::Node {
-  tbb::flow::function_node<int> node;
-  Node(tbb::flow::graph& graph, StageBase& stage)
-      : node(graph, tbb::flow::unlimited, [&stage](int) {
-          stage.run_task();
-          return tbb::flow::continue_msg{};
-        }) {}
-};
 
 namespace {
 std::size_t default_capacity(const StageOptions& options) {
@@ -48,17 +35,17 @@ StageBase::~StageBase() = default;
 
 void StageBase::wire(const Wiring& wiring) { wiring_ = wiring; }
 
+std::size_t next_counter_slot() noexcept {
+  static std::atomic<std::size_t> next{0};
+  return std::min(next.fetch_add(1, std::memory_order_relaxed), counter_slots - 1);
+}
+
 void StageBase::start(Runtime& runtime) {
-  node_ = std::make_unique<Node>(*static_cast<tbb::flow::graph*>(runtime.flow_graph()), *this);
-  std::lock_guard lock(mutex_);
+  std::lock_guard<tbb::spin_mutex> lock(mutex_);
   running_ = true;
   since_ = runtime.started_ticks();
   state_ = state_locked();
 }
-
-StageBase::Locked::Locked(const StageBase& stage) : stage_(stage), lock_(stage.mutex_) {}
-
-StageBase::Locked::~Locked() { stage_.transition_locked(); }
 
 void StageBase::transition_locked() const {
   const State next = state_locked();
@@ -70,27 +57,8 @@ void StageBase::transition_locked() const {
   state_ = next;
 }
 
-StageBase::State StageBase::state_locked() const {
-  if (!running_ || finished_ || finishing_) return State::idle;
-  if (active_ > 0) return State::running;
-  if (kind_ == StageKind::source) return State::blocked;
-  if (ready_.load(std::memory_order_relaxed) > 0) return State::blocked;
-  return input_closed_ ? State::idle : State::starved;
-}
-
-int StageBase::plan_spawns_locked() {
-  if (!running_ || finishing_) return 0;
-  const std::size_t claimable = claimable_locked();
-  if (claimable <= static_cast<std::size_t>(starting_) || active_ >= limit_) return 0;
-  const int tasks = static_cast<int>(std::min<std::size_t>(claimable - static_cast<std::size_t>(starting_),
-                                                           static_cast<std::size_t>(limit_ - active_)));
-  active_ += tasks;
-  starting_ += tasks;
-  return tasks;
-}
-
 void StageBase::spawn(int tasks) {
-  for (int i = 0; i < tasks; ++i) node_->node.try_put(wiring_.id);
+  if (tasks > 0) runtime_.spawn(*this, tasks);
 }
 
 void StageBase::wake() {
@@ -119,12 +87,6 @@ void StageBase::notify_upstream() noexcept {
   if (up && up->blocked_.load() && up->blocked_.exchange(false)) up->wake();
 }
 
-bool StageBase::finish_ready_locked() {
-  if (finishing_ || !input_closed_ || active_ != 0 || queued_locked() != 0) return false;
-  finishing_ = true;
-  return true;
-}
-
 void StageBase::finish() {
   on_finish();
   Locked lock(*this);
@@ -132,13 +94,13 @@ void StageBase::finish() {
 }
 
 bool StageBase::finished() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard<tbb::spin_mutex> lock(mutex_);
   return finished_;
 }
 
 void StageBase::account(std::uint64_t index, std::int64_t begin) {
   const std::int64_t end = ticks();
-  busy_ticks_.fetch_add(end - begin, std::memory_order_relaxed);
+  busy_ticks_.add(end - begin);
   if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 #include <vector>
 
 namespace stoke::bench {
@@ -19,6 +20,9 @@ struct GraphExecutorOptions {
   int repeat = 5;                ///< runs of each executor, interleaved
   int work_ns = 0;               ///< synthetic work per item per map stage, nanoseconds (spun)
   bool ordered = false;          ///< deliver to the sink in source order (tbb: a serial_in_order sink)
+  /// Run only one executor ("stoke" or "tbb"; empty: both), e.g. to count one's instructions
+  /// under callgrind (scripts/graph-instructions.sh); the ratio is then 0.
+  std::string only{};
 };
 
 /// One run of one executor: its wall time and the sum of what its sink received. Every map stage
@@ -51,7 +55,7 @@ void to_json(nlohmann::ordered_json& json, const GraphExecutorResult& result);
 
 /// One untimed run of each (thread pools, allocators, page faults), then `repeat` of each,
 /// alternated; `progress(r, repeat)` after the r-th pair. Throws std::invalid_argument for
-/// items, stages, repeat or in_flight below 1 or threads below 0, and std::runtime_error when a
+/// items, stages, repeat or in_flight below 1, threads below 0 or another `only`, and std::runtime_error when a
 /// run's checksum differs from the others' (the two pipelines did not do the same work). Measures
 /// the machine: run one benchmark at a time.
 GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& options,

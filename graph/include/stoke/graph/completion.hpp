@@ -7,6 +7,8 @@
 //       .sink(...);
 #pragma once
 
+#include <oneapi/tbb/task_group.h>
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -34,6 +36,8 @@ struct AsyncOp {
   /// Set when the Completion was destroyed unresolved while the body was unwinding from an
   /// exception on the starting thread: the stage then resolves it with that exception.
   std::atomic<bool> deferred{false};
+  /// Keeps the run from ending while the operation is outstanding (Runtime::hold()).
+  tbb::task_handle hold{};
 };
 
 /// Where a Completion delivers its result (the async stage). Thread-safe.

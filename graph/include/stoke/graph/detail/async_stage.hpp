@@ -41,6 +41,8 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
     start(std::move(item));  // the task's slot now belongs to the operation
   }
 
+  void run_with(Envelope<In>&& item) override { start(std::move(item)); }
+
   void pass_hole(Envelope<In>&& hole) override {
     out_.hole(this->runtime_, this->wiring_.forward_holes, hole.seq, hole.index, hole.credits);
   }
@@ -55,7 +57,7 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
     op->credits = item.credits;
     op->starter = std::this_thread::get_id();
     op->in_body.store(true);
-    this->runtime_.hold();  // released in resolve(): the run waits for the operation
+    op->hold = this->runtime_.hold();  // released in resolve(): the run waits for the operation
     op->begin = ticks();
     try {
       std::invoke(body_, std::move(*item.value), Completion<Out>(*this, op));
@@ -75,7 +77,7 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
     this->account(op->index, op->begin);
     if (error) this->fail_or_skip(op->index, error);
     if (value) {
-      this->items_out_.fetch_add(1, std::memory_order_relaxed);
+      this->items_out_.add(1);
       out_.send(Envelope<Out>{std::move(value), op->seq, op->index, op->credits});
     } else {
       if (!error) this->dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -91,7 +93,7 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
     }
     this->spawn(tasks);
     if (done) this->finish();
-    this->runtime_.release();
+    op->hold = {};  // the run may end now
   }
 
   F body_;

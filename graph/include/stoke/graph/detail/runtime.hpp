@@ -1,6 +1,8 @@
 // Runtime: the state one run shares between its stages (credits, stop/cancel, errors, trace).
 #pragma once
 
+#include <oneapi/tbb/task_group.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -75,14 +77,15 @@ class Runtime {
 
   // ---- execution ------------------------------------------------------------------------------
   void set_source(StageBase* source) noexcept { source_ = source; }
-  /// Runs `body` inside the pipeline's task arena, then waits for every task of the graph.
+  /// Runs `body` inside the pipeline's task arena, then waits for every task of the run.
   void execute_and_wait(const std::function<void()>& body);
-  /// The oneTBB flow graph the stages' nodes live in (an opaque tbb::flow::graph*).
-  void* flow_graph() noexcept;
-  /// An operation outside the graph's tasks (an async stage's) is outstanding: the run does not
-  /// end until the matching release(). Any thread.
-  void hold() noexcept;
-  void release() noexcept;
+  /// Starts `tasks` tasks that each call stage.run_task(), in the pipeline's arena: spawned onto
+  /// this thread's deque when it runs one of the pipeline's tasks (the task it will pick up next,
+  /// as oneTBB's own pipelines do), otherwise enqueued into the arena. Any thread.
+  void spawn(StageBase& stage, int tasks);
+  /// Keeps the run from ending while an operation outside its tasks (an async stage's) is
+  /// outstanding: the run waits until the returned handle is destroyed. Any thread.
+  [[nodiscard]] tbb::task_handle hold();
 
   void begin() noexcept;
   std::int64_t started_ticks() const noexcept { return started_ticks_; }

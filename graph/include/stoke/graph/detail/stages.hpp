@@ -31,13 +31,16 @@ class InputStage : public StageBase {
 
   /// Called by the upstream stage (any thread). With `follow`, the caller asks to run this stage
   /// itself next (depth-first, as oneTBB's parallel_pipeline carries a token): if a slot is free,
-  /// it is reserved for the caller, who must then call run_task(), and push returns true.
-  bool push(Envelope<In>&& item, bool follow = false) {
+  /// it is reserved for the caller and push returns true. The caller must then call run_task(),
+  /// which claims from the queue, unless `carry` received the item: when nothing is queued ahead
+  /// of it and its order does not matter, the item skips the queue and the caller runs it with
+  /// run_with() (one lock per item and stage instead of two).
+  bool push(Envelope<In>&& item, bool follow = false, std::optional<Envelope<In>>* carry = nullptr) {
     std::vector<Envelope<In>> holes;
     int tasks = 0;
     {
       Locked lock(*this);
-      if (!item.hole()) items_in_.fetch_add(1, std::memory_order_relaxed);
+      if (!item.hole()) items_in_.add(1);
       if (wiring_.gated) {
         gate_.put(item.seq, std::move(item));
         while (auto next = gate_.pop()) {
@@ -48,6 +51,10 @@ class InputStage : public StageBase {
         }
       } else if (item.hole()) {
         holes.push_back(std::move(item));
+      } else if (follow && carry != nullptr && can_take_directly_locked()) {
+        ++active_;
+        carry->emplace(std::move(item));
+        return true;
       } else {
         ready_q_.push_back(std::move(item));
       }
@@ -60,6 +67,9 @@ class InputStage : public StageBase {
     for (auto& hole : holes) pass_hole(std::move(hole));
     return follow;
   }
+
+  /// Runs an item that push() handed to the calling task directly (the task holds a slot).
+  virtual void run_with(Envelope<In>&& item) = 0;
 
   /// Called once by the upstream stage when it has sent its last item.
   void close_input() {
@@ -87,6 +97,13 @@ class InputStage : public StageBase {
   }
 
   std::size_t queued_locked() const override { return ready_q_.size() + gate_.size(); }
+
+  /// An item may go to a task without the queue: the stage runs, nothing waits ahead of it, a
+  /// slot is free and there is room downstream (else the stage parks, as a claim would).
+  bool can_take_directly_locked() {
+    return running_ && !finishing_ && !runtime_.cancelled() && ready_q_.empty() && starting_ == 0 &&
+           active_ < limit_ && room_or_park_locked();
+  }
 
   /// Takes the next ready item; on cancellation moves everything queued into `discard` instead.
   bool claim_locked(Envelope<In>& item, std::vector<Envelope<In>>& discard) {
@@ -145,6 +162,23 @@ class InputStage : public StageBase {
   Reorder<Envelope<In>> gate_;
 };
 
+/// Where a task goes after handing an item on with `follow`: on to `stage`, either with the item
+/// itself (`item`: push() passed it over the queue) or to claim from the stage's queue.
+template <class T>
+struct Follow {
+  InputStage<T>* stage = nullptr;
+  std::optional<Envelope<T>> item{};
+
+  explicit operator bool() const noexcept { return stage != nullptr; }
+  /// Continues in `stage` on this thread (the task already holds its slot there).
+  void run() {
+    if (item)
+      stage->run_with(std::move(*item));
+    else
+      stage->run_task();
+  }
+};
+
 /// Where a stage's outputs go.
 template <class Out>
 class Outlet {
@@ -153,9 +187,11 @@ class Outlet {
   InputStage<Out>* next() const noexcept { return next_; }
 
   /// Hands an item to the next stage. With `follow` (once per call of a body), asks to run the
-  /// next stage on this thread afterwards; returns that stage if a slot was reserved for it.
-  InputStage<Out>* send(Envelope<Out>&& item, bool follow = false) {
-    return next_->push(std::move(item), follow) ? next_ : nullptr;
+  /// next stage on this thread afterwards; returns where to go when a slot was reserved there.
+  Follow<Out> send(Envelope<Out>&& item, bool follow = false) {
+    Follow<Out> next;
+    if (next_->push(std::move(item), follow, follow ? &next.item : nullptr)) next.stage = next_;
+    return next;
   }
 
   /// An item that produced no output: a hole if an ordered stage downstream waits for its seq,
@@ -194,14 +230,15 @@ class SourceStage final : public StageBase {
   // stage reserves a slot for this thread, the source's slot goes to a continuation task and this
   // thread carries the item on, while another may already produce the next one.
   void run_task() override {
-    {
-      Locked lock(*this);
-      --starting_;
-    }
+    bool started = false;
     for (;;) {
       bool close = false;
       {
         Locked lock(*this);
+        if (!started) {
+          --starting_;  // this task has begun claiming
+          started = true;
+        }
         if (closed_ || claimable_locked() == 0) {
           --active_;
           return;
@@ -213,7 +250,7 @@ class SourceStage final : public StageBase {
           runtime_.take_credit();
         }
       }
-      InputStage<Out>* follow = nullptr;
+      Follow<Out> follow;
       if (!close) close = !produce_one(follow);
       if (close) {
         bool done = false;
@@ -235,7 +272,7 @@ class SourceStage final : public StageBase {
           tasks = plan_spawns_locked();
         }
         spawn(tasks);
-        follow->run_task();
+        follow.run();
         return;
       }
     }
@@ -245,7 +282,7 @@ class SourceStage final : public StageBase {
 
  private:
   /// Calls the body once (holding a credit). False at the end of the stream or on failure.
-  bool produce_one(InputStage<Out>*& follow) {
+  bool produce_one(Follow<Out>& follow) {
     const std::uint64_t index = next_index_;
     const std::int64_t begin = ticks();
     std::optional<Out> value;
@@ -257,14 +294,14 @@ class SourceStage final : public StageBase {
       return false;
     }
     const std::int64_t end = ticks();
-    busy_ticks_.fetch_add(end - begin, std::memory_order_relaxed);
+    busy_ticks_.add(end - begin);
     if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
     if (!value) {
       runtime_.release_credits(1);
       return false;
     }
     next_index_ = index + 1;
-    items_out_.fetch_add(1, std::memory_order_relaxed);
+    items_out_.add(1);
     follow = out_.send(Envelope<Out>{std::move(value), index, index, 1}, true);
     return true;
   }
@@ -296,36 +333,11 @@ class Stage final : public InputStage<In> {
   void run_task() override {
     Envelope<In> item;
     if (!this->claim_first(item)) return;
-    std::vector<Envelope<In>> discarded;
-    for (;;) {
-      this->notify_upstream();
-      InputStage<Out>* follow = process(std::move(item));
-      int tasks = 0;
-      bool done = false;
-      bool claimed = false;
-      {
-        typename Base::Locked lock(*this);
-        if (follow) {
-          --this->active_;
-          tasks = this->plan_spawns_locked();
-          done = tasks == 0 && this->finish_ready_locked();
-        } else {
-          claimed = this->claim_or_leave_locked(item, discarded, done);
-        }
-      }
-      if (follow) {
-        this->spawn(tasks);
-        if (done) this->finish();
-        follow->run_task();
-        return;
-      }
-      this->discard(discarded);
-      if (!claimed) {
-        if (done) this->finish();
-        return;
-      }
-    }
+    this->notify_upstream();
+    run_from(item);
   }
+
+  void run_with(Envelope<In>&& item) override { run_from(item); }
 
   void pass_hole(Envelope<In>&& hole) override {
     if constexpr (is_sink) {
@@ -365,9 +377,46 @@ class Stage final : public InputStage<In> {
  private:
   bool ordered_output() const noexcept { return this->options_.ordered && this->parallel(); }
 
-  /// Runs the body on one item and hands on what it produced; returns the next stage if a slot
-  /// there was reserved for this thread.
-  InputStage<Out>* process(Envelope<In>&& item) {
+  // Processes `item` (claimed or handed over; the task holds a slot), then claims and processes
+  // items of this stage until one of its outputs reserves a slot in the next stage; then gives
+  // this stage's slot back (starting a continuation task if more is queued) and follows the
+  // output into the next stage on this thread, depth first.
+  // `item` is this loop's: each claim refills it.
+  void run_from(Envelope<In>& item) {
+    std::vector<Envelope<In>> discarded;
+    for (;;) {
+      Follow<Out> follow = process(std::move(item));
+      int tasks = 0;
+      bool done = false;
+      bool claimed = false;
+      {
+        typename Base::Locked lock(*this);
+        if (follow) {
+          --this->active_;
+          tasks = this->plan_spawns_locked();
+          done = tasks == 0 && this->finish_ready_locked();
+        } else {
+          claimed = this->claim_or_leave_locked(item, discarded, done);
+        }
+      }
+      if (follow) {
+        this->spawn(tasks);
+        if (done) this->finish();
+        follow.run();
+        return;
+      }
+      this->discard(discarded);
+      if (!claimed) {
+        if (done) this->finish();
+        return;
+      }
+      this->notify_upstream();
+    }
+  }
+
+  /// Runs the body on one item and hands on what it produced; returns where to go next when a
+  /// slot in the next stage was reserved for this thread.
+  Follow<Out> process(Envelope<In>&& item) {
     const std::int64_t begin = ticks();
     std::exception_ptr error;
     if constexpr (Kind == StageKind::map || Kind == StageKind::filter) {
@@ -382,7 +431,7 @@ class Stage final : public InputStage<In> {
       }
       this->account(item.index, begin);
       if (result) {
-        this->items_out_.fetch_add(1, std::memory_order_relaxed);
+        this->items_out_.add(1);
         return out_.send(Envelope<Out>{std::move(result), item.seq, item.index, item.credits}, true);
       }
       if (error)
@@ -390,7 +439,7 @@ class Stage final : public InputStage<In> {
       else
         this->dropped_.fetch_add(1, std::memory_order_relaxed);
       out_.hole(this->runtime_, this->wiring_.forward_holes, item.seq, item.index, item.credits);
-      return nullptr;
+      return {};
     } else if constexpr (is_emit) {
       std::vector<Envelope<Out>> group;
       CallTarget target(*this, item.index, item.credits, ordered_output() ? &group : nullptr, true);
@@ -409,7 +458,7 @@ class Stage final : public InputStage<In> {
         this->runtime_.release_credits(item.credits);
       }
       if (ordered_output()) complete_group(item.seq, std::move(group));
-      return target.follow();
+      return target.take_follow();
     } else {  // sink
       try {
         std::invoke(body_, std::move(*item.value));
@@ -420,10 +469,10 @@ class Stage final : public InputStage<In> {
       if (error)
         this->fail_or_skip(item.index, error);
       else
-        this->items_out_.fetch_add(1, std::memory_order_relaxed);
+        this->items_out_.add(1);
       item.value.reset();  // destroy the item before its credit returns
       this->runtime_.release_credits(item.credits);
-      return nullptr;
+      return {};
     }
   }
 
@@ -442,15 +491,16 @@ class Stage final : public InputStage<In> {
       if (group_) {
         group_->push_back(Envelope<Out>{std::move(value), 0, index_, credits});
       } else {
-        stage_.items_out_.fetch_add(1, std::memory_order_relaxed);
-        InputStage<Out>* next = stage_.out_.send(
+        stage_.items_out_.add(1);
+        Follow<Out> next = stage_.out_.send(
             Envelope<Out>{std::move(value), stage_.out_seq_.fetch_add(1), index_, credits}, may_follow_ && !follow_);
-        if (next) follow_ = next;
+        if (next) follow_ = std::move(next);
       }
     }
     bool credit_given() const noexcept { return given_; }
-    /// The next stage, if a slot there was reserved for this thread by one of the emissions.
-    InputStage<Out>* follow() const noexcept { return follow_; }
+    /// Where to go next, if a slot in the next stage was reserved for this thread by one of the
+    /// emissions.
+    Follow<Out> take_follow() noexcept { return std::move(follow_); }
 
    private:
     Stage& stage_;
@@ -459,7 +509,7 @@ class Stage final : public InputStage<In> {
     std::vector<Envelope<Out>>* group_;
     bool may_follow_;
     bool given_ = false;
-    InputStage<Out>* follow_ = nullptr;
+    Follow<Out> follow_{};
   };
 
   /// Ordered parallel emit: releases completed groups in input order, numbering their outputs.
@@ -469,7 +519,7 @@ class Stage final : public InputStage<In> {
     while (auto ready = out_gate_.pop()) {
       for (auto& e : *ready) {
         e.seq = out_seq_.fetch_add(1);
-        this->items_out_.fetch_add(1, std::memory_order_relaxed);
+        this->items_out_.add(1);
         out_.send(std::move(e));  // under gate_mutex_, so the next stage receives them in order
       }
     }
