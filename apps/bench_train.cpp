@@ -152,7 +152,7 @@ int bench_train(int argc, char** argv) {
                       .autotune = c.autotune == "on"};
   const auto model = make_model(recipe, classes, backend);
   nn::Trainer trainer(*model, backend, trainer_options(recipe, dataset->size()));
-  // f32 NCHW images, as to_tensors hands the pipeline's batches to the step: both measurements
+  // f32 NCHW images, as the compute stage hands the converted batches to the step: both measurements
   // then run the same step, the cast to the compute dtype included.
   const int size = recipe.image_size();
   const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes);

@@ -102,7 +102,8 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "transform", po::value(&r.transforms)->composing(),
       "a training transform spec, repeatable, in order (default: random_resized_crop size=S scale=0.35:1,\n"
       "random_horizontal_flip, normalize; for the built-in dataset no crop); `stoke bench pipeline\n"
-      "--list-transforms` lists them")("plugin", po::value(&c.plugins)->composing(),
+      "--list-transforms` lists them. The batches cross to the device as uint8: a last normalize runs\n"
+      "there; without one the pixels are scaled to 0..1")("plugin", po::value(&c.plugins)->composing(),
                                        "a shared library of extra transforms (see examples/plugin), repeatable")(
       "seed", value(&r.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
@@ -136,9 +137,11 @@ std::string check(TrainConfig& c) {
     if (!mistake.empty()) return mistake;
   }
   if (c.data.empty() && c.format != "auto") return "--format needs --data";
-  if (!r.transforms.empty() && r.transforms.back().rfind("normalize", 0) != 0) {
-    return "the last --transform must be normalize (the model takes normalized float images); got '" +
-           r.transforms.back() + "'";
+  for (std::size_t i = 0; i + 1 < r.transforms.size(); ++i) {
+    if (r.transforms[i].rfind("normalize", 0) == 0) {
+      return "normalize must be the last --transform (the compute stage runs it on the device, after the "
+             "others); got '" + r.transforms[i + 1] + "' after it";
+    }
   }
   r.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
   r.autotune = c.autotune == "on";

@@ -21,6 +21,9 @@ ComputeOptions checked(ComputeOptions options) {
   if (options.depth < 1)
     throw std::invalid_argument("compute: depth must be at least 1 (got " + std::to_string(options.depth) + ")");
   if (options.convert) options.convert->validate();
+  if (options.stream && options.streams != 1)
+    throw std::invalid_argument("compute: a caller's stream (ComputeOptions::stream) needs streams = 1 (got " +
+                                std::to_string(options.streams) + ")");
   return options;
 }
 
@@ -29,8 +32,13 @@ ComputeOptions checked(ComputeOptions options) {
 /// One compute stream and what belongs to it.
 struct LaneState {
   std::mutex turn;  // held from start() to finish(): one batch enqueues at a time
-  std::optional<Stream> stream;
+  std::optional<Stream> stream;        // owned, or
+  std::optional<StreamView> given;     // the caller's (ComputeOptions::stream)
   std::optional<EventWatcher> watcher;
+  std::optional<StreamView> view() const {
+    if (stream) return stream->view();
+    return given;
+  }
   DeviceBuffer converted;               // CUDA: the conversion's output, grown on first use
   std::vector<std::byte> host_converted;  // CPU device
   int outstanding = 0;                  // guarded by Impl::mutex
@@ -74,7 +82,13 @@ ComputeEngine::ComputeEngine(Device device, ComputeOptions options) : impl_(std:
   for (int k = 0; k < impl_->options.streams; ++k) {
     auto lane = std::make_unique<LaneState>();
     if (device.is_cuda()) {
-      lane->stream.emplace(device);
+      if (const auto& given = impl_->options.stream) {
+        if (given->is_host() || given->device() != device)
+          throw std::invalid_argument("compute: ComputeOptions::stream must be a CUDA stream of " + device.str());
+        lane->given = *given;
+      } else {
+        lane->stream.emplace(device);
+      }
       lane->watcher.emplace(device, "compute stream " + std::to_string(k));
     }
     impl_->lanes.push_back(std::move(lane));
@@ -129,14 +143,15 @@ ComputeEngine::Lane ComputeEngine::start(DeviceBatch& batch) {
 
 StreamView ComputeEngine::stream(const Lane& lane) const noexcept {
   const auto& state = *impl_->lanes[static_cast<std::size_t>(lane.index())];
-  return state.stream ? state.stream->view() : StreamView::host();
+  return state.view().value_or(StreamView::host());
 }
 
 void ComputeEngine::finish(Lane lane, DeviceBatch batch, Callback then,
                            std::function<void(std::exception_ptr)> on_error) {
   const int index = lane.index();
   LaneState& state = *impl_->lanes[static_cast<std::size_t>(index)];
-  if (!state.stream) {  // CPU: the work is done; its time came through add_cpu_time()
+  const std::optional<StreamView> stream = state.view();
+  if (!stream) {  // CPU: the work is done; its time came through add_cpu_time()
     lane.committed_ = true;
     {
       std::lock_guard lock(impl_->mutex);
@@ -147,7 +162,7 @@ void ComputeEngine::finish(Lane lane, DeviceBatch batch, Callback then,
     return;
   }
   DeviceSlot& slot = *batch.slot_;
-  slot.compute_end.record(*state.stream);
+  slot.compute_end.record(*stream);
   batch.computed_ = true;  // once compute_end has completed, so has the copy it waited for
   const std::size_t items = batch.size();
   const std::uint64_t sequence = batch.sequence();

@@ -86,7 +86,8 @@ void register_builtin_transforms(Registry& registry) {
                 }});
 
   registry.add({"normalize",
-                "uint8 HWC -> float CHW, (v/255 - mean) / std per channel; the last CPU step",
+                "uint8 HWC -> float CHW, (v/255 - mean) / std per channel; the last step (train, evaluate and "
+                "classify run it on the compute device, after the copy)",
                 {{"mean", "list", "0.485,0.456,0.406", "per-channel mean R,G,B on the 0..1 scale"},
                  {"std", "list", "0.229,0.224,0.225", "per-channel standard deviation R,G,B, > 0"}},
                 [](const Params& p) -> TransformPtr {

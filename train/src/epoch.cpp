@@ -1,55 +1,76 @@
 #include "stoke/train/epoch.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
-#include <stoke/gpu/event.hpp>
+#include <stoke/gpu/compute.hpp>
 #include <stoke/gpu/pinned_allocator.hpp>
+#include <stoke/gpu/staging.hpp>
 #include <stoke/gpu/to_device.hpp>
 #include <stoke/graph/signal.hpp>
+
+#include "stoke/train/metrics.hpp"
 
 namespace stoke::train {
 
 using Clock = std::chrono::steady_clock;
 
-BatchTensors to_tensors(nodes::Batch& batch, nn::Backend& backend) {
+namespace {
+
+// The step's view of a batch the compute stage has converted (DeviceBatch::input()).
+BatchTensors tensors_of(const gpu::DeviceBatch& batch) {
+  const gpu::TensorView& x = batch.input();
   const auto n = static_cast<std::int64_t>(batch.size());
-  const auto side = static_cast<std::int64_t>(batch.shape().height);
-  nn::Tensor images = nn::Tensor::view_of(batch.f32().data(), {n, 3, side, side}, gpu::DType::f32);
-  nn::Tensor labels = nn::Tensor::view_of(batch.labels().data(), {n}, gpu::DType::i32);
-  if (backend.device().is_cpu()) return {images, labels, batch.indices()};
-  BatchTensors out{images.to(backend.device(), backend.stream()), labels.to(backend.device(), backend.stream()),
-                   batch.indices()};
-  backend.stream().synchronize();
+  // The labels are only read; the view's pointer is not const because a Tensor may be written.
+  return {.images = nn::Tensor::view_of(x.data, {n, x.c, x.h, x.w}, x.dtype, batch.device(), x.layout),
+          .labels = nn::Tensor::view_of(const_cast<std::int32_t*>(batch.device_labels()), {n}, gpu::DType::i32,
+                                        batch.device()),
+          .indices = batch.indices(),
+          .raw = batch.pixels()};
+}
+
+// What the compute stage hands on for a batch: its numbers, being copied to host memory on the
+// step's stream; the results stage reads them once the device is done with the batch.
+struct Readback {
+  bool stepped = false;  // false: the batch came after Ctrl-C or after the window's end
+  gpu::Staged stats;     // {mean loss, correct} f32, when the step returned a loss
+  std::int64_t count = 0;
+  gpu::Staged logits;  // {n, classes} in logits_dtype, when the step returned logits
+  nn::Shape logits_shape;
+  gpu::DType logits_dtype = gpu::DType::f32;
+  // The step's device tensors, alive until the copies out of them are done.
+  nn::LossResult loss;
+  nn::Tensor logits_on_device;
+  std::function<void(const StepOutcome&)> on_result;
+};
+
+Readback read_back(StepResult r, gpu::StagingPool& staging, gpu::StreamView stream) {
+  Readback out;
+  out.stepped = true;
+  if (r.loss.stats.defined()) {
+    out.stats = staging.copy(r.loss.stats.data(), r.loss.stats.bytes(), stream);
+    out.count = r.loss.count;
+  }
+  if (r.logits.defined()) {
+    out.logits = staging.copy(r.logits.data(), r.logits.bytes(), stream);
+    out.logits_shape = r.logits.shape();
+    out.logits_dtype = r.logits.dtype();
+  }
+  out.loss = std::move(r.loss);
+  out.logits_on_device = std::move(r.logits);
+  out.on_result = std::move(r.on_result);
   return out;
 }
 
-BatchTensors to_tensors(const gpu::DeviceBatch& batch, nn::Backend& backend) {
-  const gpu::TensorView pixels = batch.pixels();
-  if (pixels.dtype != gpu::DType::f32 || pixels.layout != gpu::TensorLayout::nchw) {
-    throw std::invalid_argument("the model takes normalized float images: end the transforms with normalize");
-  }
-  const auto n = static_cast<std::int64_t>(batch.size());
-  nn::Tensor images =
-      nn::Tensor::view_of(pixels.data, {n, pixels.c, pixels.h, pixels.w}, gpu::DType::f32, batch.device());
-  // The labels are only read; the view's pointer is not const because a Tensor may be written.
-  nn::Tensor labels =
-      nn::Tensor::view_of(const_cast<std::int32_t*>(batch.device_labels()), {n}, gpu::DType::i32, batch.device());
-  // The copy was enqueued on the to-device stage's stream: the compute stream waits for its event.
-  if (const gpu::Event* ready = batch.ready()) backend.stream().wait(*ready);
-  return {images, labels, batch.indices()};
-}
-
-namespace {
-
-// A MeasureWindow's bookkeeping in run_epoch's sink (serial: one call at a time).
+// A MeasureWindow's bookkeeping in run_epoch's results stage (serial: one call at a time).
 struct WindowState {
   MeasureWindow window;
   bool active = window.warmup_batches > 0 || window.seconds > 0;
   std::int64_t warmup_seen = 0;
   bool open = false;
-  bool done = false;  // the time is up: the pipeline is cancelled
+  std::atomic<bool> done = false;  // the time is up: the pipeline is cancelled, nothing more is stepped
   Clock::time_point start{}, end{};
-  std::chrono::nanoseconds step_busy{0};  // the sink's own time in the window's batches
   std::vector<graph::StageStats> at_start{}, at_end{};
 
   double seconds() const { return open ? std::chrono::duration<double>(end - start).count() : 0; }
@@ -58,24 +79,21 @@ struct WindowState {
     start = end = now;
     at_start = pipe.stats();
   }
-  void after_batch(graph::Pipeline& pipe, Clock::time_point call_start) {
+  void after_batch(graph::Pipeline& pipe) {
     end = Clock::now();
-    step_busy += end - call_start;
     if (window.seconds > 0 && seconds() >= window.seconds) {
       at_end = pipe.stats();
       done = true;
       pipe.cancel();  // what is still queued would not be counted: drop it rather than drain it
     }
   }
-  // Each stage's busy time within the window; the sink's is its own measure, since a snapshot
-  // taken inside a call does not yet hold that call's time.
-  std::vector<graph::StageStats> stages(const graph::RunReport& report, const std::string& sink) const {
+  // Each stage's busy time within the window.
+  std::vector<graph::StageStats> stages(const graph::RunReport& report) const {
     std::vector<graph::StageStats> out = done ? at_end : report.stages;
     for (graph::StageStats& s : out) {
       for (const graph::StageStats& b : at_start) {
         if (b.name == s.name) s.busy -= b.busy;
       }
-      if (s.name == sink) s.busy = step_busy;
     }
     return out;
   }
@@ -85,10 +103,16 @@ struct WindowState {
 
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
                       const BatchStep& step, const PassOptions& options) {
+  return run_epoch(dataset, config, backend.device(), backend.stream(), step, options);
+}
+
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
+                      gpu::StreamView stream, const BatchStep& step, const PassOptions& options) {
   const std::string& stage = options.stage;
   WindowState w{.window = options.window};
   InputConfig pinned = config;
-  if (!backend.device().is_cpu()) pinned.allocator = gpu::batch_allocator(backend.device());
+  pinned.convert_on_device = true;
+  if (!device.is_cpu()) pinned.allocator = gpu::batch_allocator(device);
   // The to-device stage holds up to two host batches: one queued in front of it, one crossing.
   // Without those two slots the batch stage could wait for a slot inside a oneTBB task that the
   // train step's own parallel loops stole -- on the thread whose step would free the slot.
@@ -99,52 +123,79 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
   graph::Pipeline pipe(input.pipeline_options);
   // The device slots: as many as the host pool has, so that to-device never holds a batch back
   // that the pool could give. On the CPU device the stage passes host batches through.
-  const gpu::ToDevice to_device(backend.device(), input.pool.shape(), {.slots = input.pool.slots(), .timeline = {}});
+  const gpu::ToDevice to_device(device, input.pool.shape(), {.slots = input.pool.slots(), .timeline = {}});
   graph::StageOptions to_device_options = gpu::ToDevice::stage_options();
   to_device_options.capacity = to_device_queue;
+
+  // The compute stage: one batch at a time, in order (training is a sequence of steps), on the
+  // backend's stream, converting the uint8 batch first.
+  gpu::StagingPool staging(device);
+  std::atomic<bool> dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
+  const gpu::Compute compute(
+      device,
+      [&](gpu::DeviceBatch& batch, gpu::StreamView on) {
+        // After Ctrl-C the pipeline drains what is in flight; those batches are not trained on,
+        // so that the checkpoint is written right after the current step.
+        if (w.done) return Readback{};
+        if (graph::SignalStop::received() > 0) {
+          dropped_after_signal = true;
+          return Readback{};
+        }
+        // No isolation needed here: the CPU backend isolates its own parallel loops, so this
+        // thread never runs the pipeline's read/decode/batch tasks inside the step's time.
+        return read_back(step(tensors_of(batch)), staging, on);
+      },
+      {.streams = 1,
+       .depth = 1,
+       .convert = input.convert,
+       .timeline = {},
+       .stream = device.is_cuda() ? std::optional<gpu::StreamView>(stream) : std::nullopt});
+
   EpochTotals totals;
-  bool dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
   auto start = Clock::now();
   auto last_progress = start;
   add_input(pipe, input, pinned)
       .async<gpu::DeviceBatch>("to-device", to_device, to_device_options)
-      .sink(stage,
-            [&](gpu::DeviceBatch batch) {
-              // After Ctrl-C the pipeline drains what is in flight; those batches are not
-              // trained on, so that the checkpoint is written right after the current step.
-              if (w.done) return;
-              if (graph::SignalStop::received() > 0) {
-                dropped_after_signal = true;
-                return;
-              }
-              const auto call_start = Clock::now();
-              if (w.active && !w.open && w.warmup_seen == w.window.warmup_batches) w.begin(pipe, call_start);
-              const BatchTensors t = to_tensors(batch, backend);
-              // No isolation needed here: the CPU backend isolates its own parallel loops, so this
-              // thread never runs the pipeline's read/decode/batch tasks inside the step's time.
-              const StepResult r = step(t);
-              // Reading the stats waits for the step's work on the stream: the batch's device
-              // slot is free to go back when this call returns.
-              const nn::LossStats s = r.loss.read(backend.stream());
-              if (options.after_batch) options.after_batch(t, s);
-              if (w.active && !w.open) {  // a warmup batch: stepped, not counted
-                ++w.warmup_seen;
-                return;
-              }
-              const std::int64_t n = t.labels.numel();
-              totals.loss_sum += s.loss * static_cast<double>(n);
-              totals.correct += s.correct;
-              if (r.correct_top5 >= 0) totals.correct_top5 += r.correct_top5;
-              totals.images += n;
-              ++totals.batches;
-              if (w.open) w.after_batch(pipe, call_start);
-              if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
-                last_progress = Clock::now();
-                totals.seconds = w.open ? w.seconds() : std::chrono::duration<double>(last_progress - start).count();
-                options.progress(totals, pipe);
-              }
-            },
-            {.capacity = config.prefetch});
+      .async<gpu::Computed<Readback>>(
+          stage, compute, {.concurrency = graph::serial(), .ordered = true, .capacity = config.prefetch})
+      .sink(stage + "-results", [&](gpu::Computed<Readback> done) {
+        // The device is done with the batch: its numbers are in host memory.
+        Readback& r = done.value;
+        if (!r.stepped || w.done) return;
+        if (w.active && !w.open && w.warmup_seen == w.window.warmup_batches) w.begin(pipe, Clock::now());
+        StepOutcome outcome{.labels = done.labels, .indices = done.indices};
+        if (!r.stats.empty()) {
+          const auto values = r.stats.as<float>();
+          outcome.loss = nn::LossStats{.loss = values[0], .correct = std::llround(values[1]), .count = r.count};
+        }
+        std::vector<float> logits;
+        if (!r.logits.empty()) {
+          logits = nn::Tensor::view_of(r.logits.data(), r.logits_shape, r.logits_dtype).to_vector();
+          outcome.logits = logits;
+          outcome.classes = static_cast<std::size_t>(r.logits_shape.back());
+        }
+        if (r.on_result) r.on_result(outcome);
+        if (w.active && !w.open) {  // a warmup batch: stepped, not counted
+          ++w.warmup_seen;
+          return;
+        }
+        const auto n = static_cast<std::int64_t>(outcome.size());
+        if (outcome.loss) {
+          totals.loss_sum += outcome.loss->loss * static_cast<double>(n);
+          totals.correct += outcome.loss->correct;
+        }
+        if (!logits.empty()) {
+          for (std::size_t i = 0; i < outcome.size(); ++i) totals.correct_top5 += in_top_k(outcome.row(i), outcome.labels[i], 5) ? 1 : 0;
+        }
+        totals.images += n;
+        ++totals.batches;
+        if (w.open) w.after_batch(pipe);
+        if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
+          last_progress = Clock::now();
+          totals.seconds = w.open ? w.seconds() : std::chrono::duration<double>(last_progress - start).count();
+          options.progress(totals, pipe);
+        }
+      });
   start = Clock::now();
   totals.report = pipe.run();
   const graph::RunReport& report = totals.report;
@@ -153,10 +204,10 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
   totals.skipped_files = name_skips(report, input, pinned);
   if (!config.trace_file.empty()) pipe.write_trace(config.trace_file);
   // A signal that came after the source had emitted everything does not cut the pipeline short,
-  // but the batches the sink dropped were not trained on all the same.
+  // but the batches the compute stage dropped were not trained on all the same.
   totals.stopped = ((report.stopped || report.cancelled) && !w.done) || dropped_after_signal;
   if (w.active) totals.seconds = w.seconds();
-  const Limit limit = find_limit(w.active ? w.stages(report, stage) : report.stages, stage, totals.seconds);
+  const Limit limit = find_limit(w.active ? w.stages(report) : report.stages, stage, totals.seconds);
   totals.compute_busy = limit.compute_busy;
   totals.bottleneck = limit.stage;
   return totals;

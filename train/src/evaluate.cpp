@@ -92,25 +92,24 @@ Evaluation evaluate(const InferenceModel& model, const nodes::DatasetPtr& datase
   nn::Context ctx{.backend = backend, .mode = nn::Mode::eval};
   const nn::SoftmaxCrossEntropy loss;
   const auto step = [&](const BatchTensors& t) {
-    const nn::Tensor logits = model.model->forward(t.images, ctx);
-    StepResult r{loss.forward(logits, t.labels, ctx)};
-    const HostScores host = to_host(logits, t.labels, backend);
-    r.correct_top5 = 0;
-    for (std::size_t i = 0; i < host.labels.size(); ++i) {
-      const std::int32_t label = host.labels[i];
-      if (label < 0 || static_cast<std::size_t>(label) >= classes) {
-        throw std::runtime_error(dataset->name(static_cast<std::size_t>(t.indices[i])) + ": the label " +
-                                 std::to_string(label) + " is outside the " + std::to_string(classes) +
-                                 " classes of the checkpoint");
+    StepResult r;
+    r.logits = model.model->forward(t.images, ctx);
+    r.loss = loss.forward(r.logits, t.labels, ctx);
+    r.on_result = [&](const StepOutcome& o) {
+      for (std::size_t i = 0; i < o.size(); ++i) {
+        const std::int32_t label = o.labels[i];
+        if (label < 0 || static_cast<std::size_t>(label) >= classes) {
+          throw std::runtime_error(dataset->name(static_cast<std::size_t>(o.indices[i])) + ": the label " +
+                                   std::to_string(label) + " is outside the " + std::to_string(classes) +
+                                   " classes of the checkpoint");
+        }
+        result.confusion.add(static_cast<std::size_t>(label), argmax(o.row(i)));
       }
-      const std::span<const float> row = host.row(i);
-      result.confusion.add(static_cast<std::size_t>(label), argmax(row));
-      if (in_top_k(row, label, 5)) ++r.correct_top5;
-    }
+    };
     return r;
   };
   const EpochTotals totals =
-      run_epoch(dataset, config, backend, step, {.stage = "evaluate", .progress = options.progress});
+      run_epoch(dataset, config, backend, step, {.stage = "evaluate", .progress = options.progress, .window = {}});
 
   result.images = totals.images;
   result.skipped = totals.skipped;
@@ -131,24 +130,27 @@ std::vector<FilePrediction> classify_files(const InferenceModel& model, const st
   config.autotune = false;
   config.on_error = graph::OnError::skip;
   const auto dataset = std::make_shared<const ImageFiles>(files);
-  Input input = make_input(dataset, config);
-  graph::Pipeline pipe(input.pipeline_options);
   nn::Context ctx{.backend = backend, .mode = nn::Mode::eval};
   const std::size_t classes = model.card.classes.size();
   std::vector<FilePrediction> out(files.size());
-  add_input(pipe, input, config).sink("classify", [&](nodes::Batch batch) {
-    const BatchTensors t = to_tensors(batch, backend);
-    const nn::Tensor logits = model.model->forward(t.images, ctx);
-    const std::vector<float> probabilities = softmax_rows(logits.to_vector(backend.stream()), classes);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      const auto row = probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes);
-      out.at(batch.indices()[i]).probabilities.assign(row, row + static_cast<std::ptrdiff_t>(classes));
-    }
-  });
-  const graph::RunReport report = pipe.run();
+  const EpochTotals totals = run_epoch(
+      dataset, config, backend,
+      [&](const BatchTensors& t) {
+        StepResult r{.loss = {}, .logits = model.model->forward(t.images, ctx), .on_result = {}};
+        r.on_result = [&](const StepOutcome& o) {
+          const std::vector<float> probabilities = softmax_rows(o.logits, classes);
+          for (std::size_t i = 0; i < o.size(); ++i) {
+            const auto row = probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes);
+            out.at(o.indices[i]).probabilities.assign(row, row + static_cast<std::ptrdiff_t>(classes));
+          }
+        };
+        return r;
+      },
+      {.stage = "classify", .progress = {}, .window = {}});
+  const graph::RunReport& report = totals.report;
 
   // Why each file failed; the pipeline's positions are the items' indices (no shuffling).
-  const std::vector<SkippedFile> skips = name_skips(report, input, config);
+  const std::vector<SkippedFile>& skips = totals.skipped_files;
   for (std::size_t k = 0; k < skips.size(); ++k) {
     const std::uint64_t i = report.skipped_items[k].index;
     if (i < out.size()) out[i].error = skips[k].reason;

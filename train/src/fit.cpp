@@ -1,6 +1,7 @@
 #include "stoke/train/fit.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -30,7 +31,7 @@ std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order) {
 class EpochRun {
  public:
   EpochRun(nn::Trainer& trainer, const FitCallbacks& callbacks, std::int64_t epoch)
-      : trainer_(trainer), callbacks_(callbacks), epoch_(epoch) {}
+      : trainer_(trainer), callbacks_(callbacks), epoch_(epoch), next_lr_(trainer.lr()) {}
 
   // Trains from `start` items into the epoch's order; afterwards position() is the resume point.
   EpochTotals train(const nodes::DatasetPtr& dataset, const InputConfig& input) {
@@ -40,30 +41,32 @@ class EpochRun {
     const auto batch = input.batch_size;
     const auto remaining = dataset->size() - std::min(dataset->size(), input.start);
     const auto pass_images = static_cast<std::int64_t>(remaining / batch * batch);
-    PassOptions pass{
-        .stage = "train", .progress = progress(Phase::train, pass_images), .after_batch = {}, .window = {}};
-    if (callbacks_.on_step)
-      pass.after_batch = [this](const BatchTensors& t, const nn::LossStats& s) { step_done(t, s); };
+    const PassOptions pass{.stage = "train", .progress = progress(Phase::train, pass_images), .window = {}};
     return run(Phase::train, dataset, input, pass, [this](const BatchTensors& t) {
       const std::int64_t step = trainer_.step();
-      lr_ = trainer_.lr();
-      StepResult r{trainer_.train_batch(t.images, t.labels)};
-      stepped_ = trainer_.step() != step;
-      if (stepped_ && !t.indices.empty()) position_ = position_of_[t.indices.back()] + 1u;
+      const float lr = trainer_.lr();
+      StepResult r{.loss = trainer_.train_batch(t.images, t.labels)};
+      const bool stepped = trainer_.step() != step;
+      if (stepped && !t.indices.empty()) position_ = position_of_[t.indices.back()] + 1u;
+      next_lr_ = trainer_.lr();
+      if (callbacks_.on_step) {
+        // Called once the step's loss is on the host, with what this step was.
+        r.on_result = [this, steps = trainer_.step(), stepped, lr, position = position_](const StepOutcome& o) {
+          step_done(o, steps, stepped, lr, position);
+        };
+      }
       return r;
     });
   }
 
   EpochTotals validate(const nodes::DatasetPtr& dataset, const InputConfig& input) {
     const auto pass_images = static_cast<std::int64_t>(dataset->size());
-    nn::Backend& backend = trainer_.backend();
     return run(
         Phase::evaluate, dataset, input,
-        {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .after_batch = {}, .window = {}},
-        [this, &backend](const BatchTensors& t) {
-          nn::Tensor logits;
-          StepResult r{trainer_.evaluate_batch(t.images, t.labels, &logits)};
-          r.correct_top5 = top_k_correct(logits, t.labels, 5, backend);
+        {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .window = {}},
+        [this](const BatchTensors& t) {
+          StepResult r;
+          r.loss = trainer_.evaluate_batch(t.images, t.labels, &r.logits);  // top-5 is counted from the logits
           return r;
         });
   }
@@ -86,20 +89,20 @@ class EpochRun {
                               .phase = phase,
                               .totals = t,
                               .pass_images = pass_images,
-                              .lr = trainer_.lr(),
+                              .lr = next_lr_,
                               .pipeline = pipe});
     };
   }
 
-  void step_done(const BatchTensors& t, const nn::LossStats& s) {
+  void step_done(const StepOutcome& o, std::int64_t step, bool stepped, float lr, std::size_t position) {
     callbacks_.on_step({.epoch = epoch_ + 1,
-                        .step = trainer_.step(),
-                        .stepped = stepped_,
-                        .lr = lr_,
-                        .loss = s.loss,
-                        .correct = s.correct,
-                        .images = t.labels.numel(),
-                        .position = position_});
+                        .step = step,
+                        .stepped = stepped,
+                        .lr = lr,
+                        .loss = o.loss ? o.loss->loss : 0,
+                        .correct = o.loss ? o.loss->correct : 0,
+                        .images = static_cast<std::int64_t>(o.size()),
+                        .position = position});
   }
 
   nn::Trainer& trainer_;
@@ -107,8 +110,9 @@ class EpochRun {
   std::int64_t epoch_;
   std::vector<std::uint32_t> position_of_;
   std::size_t position_ = 0;  // where the run is in the epoch's order after the last full optimizer step
-  float lr_ = 0;
-  bool stepped_ = false;
+  // The learning rate of the next optimizer step, for the progress callback on the results stage
+  // (the compute stage moves the trainer on meanwhile).
+  std::atomic<float> next_lr_;
 };
 
 EpochSummary summarize(std::int64_t epoch, int epochs, EpochTotals train, EpochTotals val) {

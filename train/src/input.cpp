@@ -9,6 +9,7 @@
 #include <stoke/nodes/decode_augment.hpp>
 #include <stoke/nodes/file_list.hpp>
 #include <stoke/nodes/image_folder.hpp>
+#include <stoke/nodes/normalize.hpp>
 #include <stoke/nodes/packed.hpp>
 #include <stoke/nodes/registry.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
@@ -98,6 +99,16 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
     throw std::invalid_argument("batch size and image size must be positive");
 
   auto transforms = make_transforms(config);
+  std::optional<gpu::ConvertOptions> convert;
+  if (config.convert_on_device) {
+    convert = gpu::ConvertOptions{.mean = {0, 0, 0}, .stddev = {1, 1, 1}};
+    if (const auto* normalize = dynamic_cast<const nodes::Normalize*>(transforms.empty() ? nullptr
+                                                                                         : transforms.back().get())) {
+      convert->mean = normalize->mean();
+      convert->stddev = normalize->stddev();
+      transforms.pop_back();
+    }
+  }
   const bool normalized = !transforms.empty() && transforms.back()->name() == "normalize";
   nodes::BatchShape shape{.batch_size = config.batch_size,
                           .height = config.size,
@@ -124,7 +135,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   // stages in between hold. With that many the batch stage never waits for a slot: the graph's
   // backpressure stops it first.
   nodes::BatchPool pool(shape, config.prefetch + 2 + config.extra_slots, config.allocator);
-  return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options};
+  return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options, convert};
 }
 
 namespace {

@@ -69,10 +69,9 @@ EpochTotals time_pipeline_steps(nn::Trainer& trainer, const nodes::DatasetPtr& d
   input.drop_last = true;
   const EpochTotals totals =
       run_epoch(dataset, input, trainer.backend(),
-                [&](const BatchTensors& t) { return StepResult{trainer.train_batch(t.images, t.labels)}; },
+                [&](const BatchTensors& t) { return StepResult{.loss = trainer.train_batch(t.images, t.labels)}; },
                 {.stage = "train",
                  .progress = {},
-                 .after_batch = {},
                  .window = {.warmup_batches = options.warmup_batches, .seconds = options.seconds}});
   if (totals.images == 0 || totals.seconds <= 0) {
     std::string why = std::to_string(totals.skipped) + " items skipped";

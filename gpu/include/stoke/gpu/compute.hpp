@@ -11,7 +11,10 @@
 //       .sink("log", ...);
 //
 // - Streams: K compute streams (ComputeOptions::streams), batches dealt round-robin; each stream
-//   waits on its batch's copy event (cudaStreamWaitEvent) before the callable's work.
+//   waits on its batch's copy event (cudaStreamWaitEvent) before the callable's work. Or the
+//   caller's stream (ComputeOptions::stream), e.g. an nn backend's.
+// - Errors: a callable that throws has its stream synchronized before the batch's device slot
+//   goes back, so that no work still queued reads a slot that the next batch overwrites.
 // - Convert: with ComputeOptions::convert, uint8 NHWC batches are converted on the compute stream
 //   (convert.hpp) into a per-stream buffer before the callable runs; DeviceBatch::input() views it.
 // - Depth: each stream holds up to `depth` batches enqueued at once, so the GPU has the next batch
@@ -51,6 +54,9 @@ struct ComputeOptions {
   std::optional<ConvertOptions> convert{};
   /// Compute spans go here too when set (see timeline.hpp).
   std::shared_ptr<Timeline> timeline{};
+  /// Compute on this CUDA stream of the device (the nn backend's, whose work the callable
+  /// enqueues) instead of creating `streams` of its own; needs streams == 1. Unset: own streams.
+  std::optional<StreamView> stream{};
 };
 
 struct ComputeStats {
@@ -153,7 +159,7 @@ class Compute {
     detail::ComputeEngine::Lane lane = engine_->start(batch);
     const StreamView stream = engine_->stream(lane);
     const auto begin = std::chrono::steady_clock::now();
-    Output out{batch.sequence(), batch.epoch(), {}, {}, call(batch, stream)};
+    Output out{batch.sequence(), batch.epoch(), {}, {}, call_or_sync(batch, stream)};
     if (stream.is_host()) engine_->add_cpu_time(std::chrono::steady_clock::now() - begin, batch.size());
     out.labels.assign(batch.labels().begin(), batch.labels().end());
     out.indices.assign(batch.indices().begin(), batch.indices().end());
@@ -173,6 +179,17 @@ class Compute {
   ComputeStats stats() const { return engine_->stats(); }
 
  private:
+  // A callable that throws may have enqueued work that still reads the batch: the stream
+  // finishes it before the batch's slot can go back (the only wait, and only on this error path).
+  Result call_or_sync(DeviceBatch& batch, StreamView stream) const {
+    try {
+      return call(batch, stream);
+    } catch (...) {
+      if (!stream.is_host()) stream.synchronize();
+      throw;
+    }
+  }
+
   Result call(DeviceBatch& batch, StreamView stream) const {
     if constexpr (std::is_void_v<std::invoke_result_t<F&, DeviceBatch&, StreamView>>) {
       (*fn_)(batch, stream);

@@ -1,12 +1,16 @@
 // One pass of a dataset through the input pipeline, the to-device stage and a batch step on a
-// backend (train, evaluate), with the pass's totals: the building block of fit() and evaluate(),
+// backend (train, evaluate, classify), with the pass's totals: the building block of fit() and evaluate(),
 // and what `stoke bench train` measures.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <stoke/gpu/device.hpp>
 #include <stoke/gpu/device_batch.hpp>
+#include <stoke/gpu/dtype.hpp>
+#include <stoke/gpu/stream.hpp>
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/loss.hpp>
@@ -20,24 +24,22 @@
 
 namespace stoke::train {
 
-/// A batch's images {n, 3, size, size} f32 and labels {n} i32 on the backend's device: views of
-/// the batch's memory (the host batch on the CPU, its device slot on a GPU), valid while it lives.
+/// A batch as the step sees it, on the backend's device: `images` {n, c, size, size} f32, the
+/// pixels converted and normalized by the compute stage (on the device; on the CPU device, in the
+/// step's own stage), `labels` {n} i32, and `raw` the pixels as they crossed from the host (uint8
+/// NHWC). Views of the compute stage's memory, valid during the step.
 struct BatchTensors {
   nn::Tensor images;
   nn::Tensor labels;
   std::span<const std::uint64_t> indices;  ///< the items' dataset indices (host memory)
+  gpu::TensorView raw{};
 };
-/// A host batch outside a pipeline (classify): views on the CPU; on a GPU, copies finished
-/// before the call returns.
-BatchTensors to_tensors(nodes::Batch& batch, nn::Backend& backend);
-/// Views of `batch`; on a GPU the backend's stream is made to wait for the batch's copy first.
-BatchTensors to_tensors(const gpu::DeviceBatch& batch, nn::Backend& backend);
 
 /// What one pass over a dataset measured.
 struct EpochTotals {
   double loss_sum = 0;  ///< sum over batches of mean loss x batch size
   std::int64_t correct = 0;
-  std::int64_t correct_top5 = 0;  ///< filled by steps that report it (see BatchStep)
+  std::int64_t correct_top5 = 0;  ///< counted when the step returns logits (see StepResult)
   std::int64_t images = 0;
   std::int64_t batches = 0;
   std::uint64_t skipped = 0;
@@ -49,23 +51,36 @@ struct EpochTotals {
   graph::RunReport report;  ///< the pipeline's own report
 };
 
-/// What a batch step gives back: the loss and correct count, and optionally the top-5 count
-/// (-1: not computed).
-struct StepResult {
-  nn::LossResult loss;
-  std::int64_t correct_top5 = -1;
+/// A batch's numbers on the host, once its step is done on the device: what StepResult asked to
+/// read back, with the batch's labels and dataset indices.
+struct StepOutcome {
+  std::optional<nn::LossStats> loss{};  ///< when the step returned a loss
+  std::span<const float> logits{};      ///< {n, classes} row-major, when the step returned logits
+  std::size_t classes = 0;
+  std::span<const std::int32_t> labels{};
+  std::span<const std::uint64_t> indices{};
+  std::size_t size() const noexcept { return labels.size(); }
+  std::span<const float> row(std::size_t i) const noexcept { return logits.subspan(i * classes, classes); }
 };
 
-/// One batch's work on the backend: Trainer::train_batch, Trainer::evaluate_batch, ...
+/// What a batch step gives back: tensors on the device, which the pass copies to the host on the
+/// step's stream and reads once the device is done with the batch -- a step late, never waiting.
+struct StepResult {
+  nn::LossResult loss{};  ///< the loss and correct count (undefined stats: no loss, e.g. prediction)
+  nn::Tensor logits{};    ///< {n, classes}, when the caller wants them (top-5 is counted from them)
+  /// Runs on the results stage, in batch order, with the numbers read back: per-batch bookkeeping
+  /// (a confusion matrix, predictions, a step log). Must be quick.
+  std::function<void(const StepOutcome&)> on_result{};
+};
+
+/// One batch's work on the backend: Trainer::train_batch, Trainer::evaluate_batch, ... It runs in
+/// the compute stage, one batch at a time and in the batches' order, and must only enqueue work on
+/// the backend's stream (reading a result there would make a pipeline thread wait for the GPU).
 using BatchStep = std::function<StepResult(const BatchTensors&)>;
 
-/// Called from the compute stage about every 250 ms with the totals so far and the running
+/// Called from the results stage about every 250 ms with the totals so far and the running
 /// pipeline (Pipeline::stats() is safe from there).
 using EpochProgress = std::function<void(const EpochTotals&, const graph::Pipeline&)>;
-
-/// Called from the compute stage after each batch's step, with the batch and its loss stats read
-/// on the host (the step's work is done): every stepped batch, a window's warmup ones included.
-using BatchDone = std::function<void(const BatchTensors&, const nn::LossStats&)>;
 
 /// A steady-state measurement for run_epoch: the first `warmup_batches` batches go through the
 /// step uncounted (first allocations, queues filling, the scheduler's first moves), then batches
@@ -78,26 +93,41 @@ struct MeasureWindow {
 
 /// How run_epoch runs a pass besides its input and its step.
 struct PassOptions {
-  /// The sink stage's name: the autotuner's target when config.tuning.target names it, and the
-  /// stage whose busy time is EpochTotals::compute_busy.
+  /// The compute stage's name: the autotuner's target when config.tuning.target names it, and the
+  /// stage whose busy time is EpochTotals::compute_busy. The results stage after it is named
+  /// `stage` + " results".
   std::string stage = "train";
   EpochProgress progress{};
-  BatchDone after_batch{};
   MeasureWindow window{};
 };
 
-/// Runs `dataset` once through the input pipeline of `config` (batches in pinned memory on a GPU),
-/// the to-device stage (copies on their own stream) and into `step`, in a sink stage named
-/// options.stage. The callbacks run on the sink's thread, one call at a time, and must not block
-/// for long: the pipeline waits for them. Ctrl-C under a graph::SignalStop stops the run: batches
-/// arriving after the signal are not stepped (the step running finishes), and totals.stopped is
-/// set. With config.trace_file, writes the run's Chrome trace there.
+/// Runs `dataset` once through one compute path, the same on every device:
+///
+///   source -> read -> decode (+augment) -> batch -> to-device -> `stage` -> `stage` results
+///
+/// The host batches hold the decoded pixels as they are (uint8 NHWC, in pinned memory on a GPU):
+/// a trailing normalize transform is not run on the CPU but by the compute stage (gpu::Compute's
+/// convert, with the transform's mean and stddev; without one, the pixels are scaled to 0..1), on
+/// the device after the copy, or inside the step's stage on the CPU device. The compute stage
+/// calls `step` one batch at a time, in order, on the backend's stream, enqueues the copies of its
+/// loss and logits to the host, and hands the batch on when the device is done with it (an event,
+/// not a wait); the results stage then reads those numbers, counts them, calls
+/// StepResult::on_result and `options.progress`. No pipeline thread waits for the GPU. A step that
+/// throws has its stream synchronized before the batch's device slot is reused.
+///
+/// Ctrl-C under a graph::SignalStop stops the run: batches arriving after the signal are not
+/// stepped (the step running finishes), and totals.stopped is set. With config.trace_file, writes
+/// the run's Chrome trace there. The callbacks run one call at a time.
 ///
 /// With a `window` (`stoke bench train`), the totals -- images, loss, seconds, compute_busy,
 /// bottleneck -- are the window's; `report` stays the whole run's, and a window ended by its time
 /// does not set `stopped`. With config.epochs == 0 the data repeats until the time is up.
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
                       const BatchStep& step, const PassOptions& options = {});
+/// The same pass where the step is not an nn backend's: computing on `device`, on `stream` (a
+/// CUDA stream of the device; the host stream on the CPU).
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
+                      gpu::StreamView stream, const BatchStep& step, const PassOptions& options = {});
 
 /// Where a pipeline feeding a compute stage stands: that stage's busy time over `seconds`, and the
 /// stage that limits throughput -- the compute stage while it is busy 90% of the time or more,
