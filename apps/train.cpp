@@ -204,7 +204,7 @@ int train(int argc, char** argv) {
   nn::Trainer trainer(*model, backend, trainer_options(recipe, data.train->size()));
   if (!c.resume.empty()) {
     trainer.load(c.resume);
-    const std::size_t position = resume_position(trainer);
+    const std::size_t position = resume_position(trainer, c.resume);
     if (!c.json) {
       std::fprintf(stderr, "stoke train: resumed from %s at epoch %lld, step %lld%s\n", c.resume.c_str(),
                    static_cast<long long>(trainer.epoch() + 1), static_cast<long long>(trainer.step()),

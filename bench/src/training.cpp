@@ -32,7 +32,8 @@ TrainingBenchResult measure_training(nn::Trainer& trainer, nn::Backend& backend,
         trainer, backend, synthetic, {.warmup = options.warmup, .seconds = options.seconds, .read_loss_every_step = true});
     round.compute = steps.images_per_sec();
     report(r, "pipeline", round);
-    input.seed = options.seed * 1000003u + static_cast<std::uint64_t>(r);
+    input.seed = options.seed;
+    input.first_epoch = static_cast<std::uint32_t>(r);  // each round starts at another epoch's order
     const train::EpochTotals totals = train::time_pipeline_steps(
         trainer, dataset, input,
         {.warmup_batches = options.warmup, .seconds = options.seconds, .compute_bound = round.compute}, source);

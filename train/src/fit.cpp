@@ -18,9 +18,9 @@ double ratio(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0;
 }
 
-// For each dataset index, its position in an epoch's visiting order.
-std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order) {
-  const std::vector<std::uint64_t> indices = order.indices(0);
+// For each dataset index, its position in the visiting order of `epoch`.
+std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uint32_t epoch) {
+  const std::vector<std::uint64_t> indices = order.indices(epoch);
   std::vector<std::uint32_t> position(indices.size() == 0 ? 0 : *std::max_element(indices.begin(), indices.end()) + 1);
   for (std::size_t i = 0; i < indices.size(); ++i) position[indices[i]] = static_cast<std::uint32_t>(i);
   return position;
@@ -36,7 +36,8 @@ class EpochRun {
   // Trains from `start` items into the epoch's order; afterwards position() is the resume point.
   EpochTotals train(const nodes::DatasetPtr& dataset, const InputConfig& input) {
     position_of_ = positions_in(
-        nodes::EpochOrder(dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}));
+        nodes::EpochOrder(dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}),
+        input.first_epoch);
     position_ = input.start;
     const auto batch = input.batch_size;
     const auto remaining = dataset->size() - std::min(dataset->size(), input.start);
@@ -223,9 +224,22 @@ CheckpointPolicy checkpoint_every_epoch(fs::path folder) {
   };
 }
 
-std::size_t resume_position(const nn::Trainer& trainer) {
-  const auto it = trainer.metadata().find(epoch_position_key);
-  return it == trainer.metadata().end() ? 0 : static_cast<std::size_t>(std::strtoull(it->second.c_str(), nullptr, 10));
+std::size_t resume_position(const nn::Trainer& trainer, const std::string& checkpoint) {
+  const auto& metadata = trainer.metadata();
+  const auto it = metadata.find(epoch_position_key);
+  const std::size_t position =
+      it == metadata.end() ? 0 : static_cast<std::size_t>(std::strtoull(it->second.c_str(), nullptr, 10));
+  const auto order = metadata.find(epoch_order_key);
+  const std::string version = order == metadata.end() ? "1" : order->second;
+  if (position > 0 && version != epoch_order_version) {
+    throw std::runtime_error(
+        (checkpoint.empty() ? std::string("the checkpoint") : checkpoint) + " stopped " + std::to_string(position) +
+        " items into epoch " + std::to_string(trainer.epoch() + 1) + " of an epoch order (version " + version +
+        ") that this stoke no longer makes (version " + epoch_order_version +
+        "): resuming there would train on other images. Resume from a checkpoint written at the end of an epoch "
+        "(epoch_N.safetensors), or start the run again");
+  }
+  return position;
 }
 
 FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const nodes::DatasetPtr& val_set,
@@ -242,7 +256,8 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
   const std::int64_t first_epoch = trainer.epoch();  // the loop moves trainer.epoch() on
   const std::size_t resume = resume_position(trainer);
   for (std::int64_t epoch = first_epoch; epoch < options.epochs && !result.interrupted; ++epoch) {
-    train_input.seed = options.seed * 1000003u + static_cast<std::uint64_t>(epoch);
+    train_input.seed = options.seed;  // the epoch's order and draws: functions of (seed, epoch, item)
+    train_input.first_epoch = static_cast<std::uint32_t>(epoch);
     train_input.start = epoch == first_epoch ? resume : 0;
     train_input.trace_file = epoch == first_epoch ? options.trace_file : fs::path();
     EpochRun run(trainer, callbacks, epoch);
@@ -253,6 +268,7 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     EpochSummary summary = summarize(epoch, options.epochs, std::move(train_totals), std::move(val_totals));
     trainer.set_epoch(summary.completed ? epoch + 1 : epoch);
     metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position());
+    metadata[epoch_order_key] = epoch_order_version;
     trainer.set_metadata(metadata);
     summary.checkpoint = result.checkpoint;
     if (callbacks.checkpoint) {

@@ -158,7 +158,7 @@ graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, c
                               config.fuse);
   auto batch_options = nodes::Collate::stage_options();
   batch_options.on_error = graph::OnError::fail;  // a wrong-size image is a recipe mistake, not bad data
-  nodes::DatasetSource source(input.dataset->size(), input.order.options(), config.epochs);
+  nodes::DatasetSource source(input.dataset->size(), input.order.options(), config.epochs, config.first_epoch);
   for (std::size_t i = 0; i < config.start; ++i) {
     if (!source()) break;
   }
@@ -179,8 +179,8 @@ std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input&
   std::vector<std::uint64_t> order;
   for (const auto& item : report.skipped_items) {
     const std::uint64_t position = item.index + config.start;
-    if (position / per_epoch != epoch) {
-      epoch = position / per_epoch;
+    if (config.first_epoch + position / per_epoch != epoch) {
+      epoch = config.first_epoch + position / per_epoch;
       order = input.order.indices(static_cast<std::uint32_t>(*epoch));
     }
     const std::string file = input.dataset->name(static_cast<std::size_t>(order[position % per_epoch]));

@@ -38,7 +38,7 @@ struct TrainingBenchOptions {
   int repeats = 1;        ///< rounds
   int warmup = 10;        ///< batches first in each measurement, not counted
   double seconds = 10;    ///< counted seconds of each measurement
-  std::uint64_t seed = 0;  ///< round r shuffles with seed * 1000003 + r
+  std::uint64_t seed = 0;  ///< round r starts at epoch r of the seed's orders
   /// Called as a round goes: before the compute bound ("compute", round so far), before the
   /// pipeline ("pipeline") and when the round is done ("done").
   std::function<void(int round, const char* phase, const TrainingRound& so_far)> progress{};

@@ -73,7 +73,8 @@ const char* to_string(Phase phase) noexcept;
 struct FitOptions {
   /// Epochs of the whole run, counted from 0: a trainer restored at epoch 3 of 10 trains 7 more.
   int epochs = 10;
-  /// Shuffling and augmentation: epoch e (from 0) runs with the seed `seed * 1000003 + e`.
+  /// Shuffling and augmentation: epoch e's order and each item's draws are functions of
+  /// (seed, e, item) (nodes::EpochOrder, ItemRng), computed by the library.
   std::uint64_t seed = 0;
   /// The training pipeline (see training_input in recipe.hpp). fit sets, per epoch, its seed and
   /// start position, and its trace file (`trace_file` in the first epoch only); its sink stage is
@@ -179,9 +180,17 @@ struct FitResult {
 /// on when it was saved (0: the epoch's start).
 inline constexpr const char* epoch_position_key = "epoch_position";
 
+/// The checkpoint metadata key saying which epoch order the position refers to, and the version
+/// this stoke writes. Version 2: epoch e's order is EpochOrder(seed).indices(e); version 1 (no key)
+/// was an order per epoch from the seed `seed * 1000003 + e`.
+inline constexpr const char* epoch_order_key = "epoch_order";
+inline constexpr const char* epoch_order_version = "2";
+
 /// Where a trainer restored from a checkpoint resumes inside its epoch (its metadata's
-/// epoch_position_key; 0 when absent).
-std::size_t resume_position(const nn::Trainer& trainer);
+/// epoch_position_key; 0 when absent). Throws std::runtime_error naming `checkpoint` (the file,
+/// for the message) when the position is inside an epoch of an order this stoke no longer makes
+/// (an older epoch_order_key): it would mean other items.
+std::size_t resume_position(const nn::Trainer& trainer, const std::string& checkpoint = {});
 
 /// Trains `trainer` on `train_set` from epoch trainer.epoch() (and resume_position(trainer) inside
 /// it) to options.epochs: each epoch a training pass, then a validation pass on `val_set` (null:

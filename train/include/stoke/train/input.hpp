@@ -67,8 +67,12 @@ struct InputConfig {
   /// since a oneTBB thread blocked there may be the one holding the slot that would free it.
   std::size_t extra_slots = 0;
   std::uint32_t epochs = 1;  ///< 0: repeat until stopped
-  /// Items of the first epoch's order to pass over: a run resumed in the middle of an epoch
-  /// starts where the interrupted one stopped (stream positions then count from there).
+  /// The number of the first epoch (from 0). Each epoch's order and every item's augmentation are
+  /// functions of (seed, epoch, item), so epoch 3 of a run is the same whether the pipeline
+  /// started at epoch 0 or at 3 (a resumed run).
+  std::uint32_t first_epoch = 0;
+  /// Items of the first epoch's order (first_epoch's) to pass over: a run resumed in the middle
+  /// of an epoch starts where the interrupted one stopped (stream positions then count from there).
   std::size_t start = 0;
   /// Record the pipeline's spans (PipelineOptions::trace), for the caller to write here with
   /// Pipeline::write_trace (run_epoch in epoch.hpp does). Empty: no trace.
