@@ -28,12 +28,37 @@ BatchTensors synthetic_batch(nn::Backend& backend, int batch, int size, int clas
   return out;
 }
 
+nn::Tensor synthetic_pixels(nn::Backend& backend, int batch, int size) {
+  nn::Tensor pixels({batch, 3, size, size}, gpu::DType::u8, gpu::Device::cpu(), gpu::TensorLayout::nhwc);
+  nodes::ItemRng rng(2, 0, 0);
+  auto* bytes = pixels.data_as<std::uint8_t>();
+  for (std::int64_t i = 0; i < pixels.numel(); ++i) bytes[i] = static_cast<std::uint8_t>(rng.uniform_int(0, 255));
+  nn::Tensor on_device = pixels.to(backend.device(), backend.stream());
+  backend.stream().synchronize();
+  return on_device;
+}
+
 StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const BatchTensors& batch,
                             const StepTimingOptions& options) {
   if (options.steps <= 0 && options.seconds <= 0) {
     throw std::invalid_argument("time_train_steps: set a number of steps or seconds");
   }
-  for (int i = 0; i < options.warmup; ++i) (void)trainer.train_batch(batch.images, batch.labels);
+  const nn::Tensor& raw = options.convert_from;
+  if (raw.defined() && (raw.dtype() != gpu::DType::u8 || raw.shape() != batch.images.shape() ||
+                        batch.images.dtype() != gpu::DType::f32)) {
+    throw std::invalid_argument("time_train_steps: convert_from must be uint8 pixels of the images' shape (" +
+                                nn::to_string(batch.images.shape()) + "), and the images f32");
+  }
+  const auto convert = [&] {
+    if (!raw.defined()) return;
+    gpu::convert_u8(static_cast<const std::uint8_t*>(raw.data()), batch.images.data(),
+                    static_cast<std::size_t>(raw.dim(0)), static_cast<int>(raw.dim(2)), static_cast<int>(raw.dim(3)),
+                    static_cast<int>(raw.dim(1)), options.convert, backend.stream());
+  };
+  for (int i = 0; i < options.warmup; ++i) {
+    convert();
+    (void)trainer.train_batch(batch.images, batch.labels);
+  }
   backend.stream().synchronize();
   const bool read_every_step = options.read_loss_every_step || backend.device().is_cpu();
   const auto time_is_up = [&](Clock::time_point start, std::int64_t steps) {
@@ -45,6 +70,7 @@ StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const Ba
   nn::LossResult last;
   do {
     const auto t0 = Clock::now();
+    convert();
     last = trainer.train_batch(batch.images, batch.labels);
     if (read_every_step) timing.last_loss = last.read(backend.stream()).loss;
     timing.step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());

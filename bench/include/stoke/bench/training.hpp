@@ -44,7 +44,8 @@ struct TrainingBenchOptions {
   std::function<void(int round, const char* phase, const TrainingRound& so_far)> progress{};
 };
 
-/// Runs options.repeats rounds of train::time_train_steps on `synthetic` and
+/// Runs options.repeats rounds of train::time_train_steps on `synthetic` (converting a uint8 batch
+/// before each step, as the pipeline's compute stage does) and
 /// train::time_pipeline_steps on `dataset` through `input` (named `source` in errors), both with
 /// `trainer`, and takes the medians. Throws what those throw.
 TrainingBenchResult measure_training(nn::Trainer& trainer, nn::Backend& backend, const train::BatchTensors& synthetic,

@@ -56,7 +56,8 @@ std::size_t converted_bytes(std::size_t n, int height, int width, int channels, 
 /// 4-byte aligned `src` with a 16-byte (f32) or 8-byte (bf16) aligned `dst` takes the vectorized
 /// path (for an NCHW output, only when height * width is a multiple of 4); other alignments and
 /// sizes take a scalar one, with the same results. On the host stream, they are host pointers and
-/// the conversion runs on the calling thread.
+/// the conversion is done before the call returns, items in parallel on the caller's oneTBB arena
+/// (isolated: the calling thread runs no other task meanwhile).
 ///
 /// Throws std::invalid_argument for bad options (see ConvertOptions::validate), a non-positive
 /// height or width, channels outside 1..3, or a null or misaligned pointer with n > 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <stoke/gpu/convert.hpp>
 #include <stoke/gpu/dtype.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/trainer.hpp>
@@ -21,6 +22,10 @@ namespace stoke::train {
 BatchTensors synthetic_batch(nn::Backend& backend, int batch, int size, int classes, gpu::DType dtype = gpu::DType::f32,
                              gpu::TensorLayout layout = gpu::TensorLayout::nchw);
 
+/// Random uint8 pixels {batch, 3, size, size} in NHWC memory order on the backend's device: a batch
+/// as it crosses to the device, for StepTimingOptions::convert_from. Deterministic.
+nn::Tensor synthetic_pixels(nn::Backend& backend, int batch, int size);
+
 /// How long time_train_steps runs. At least one of `steps` and `seconds` must be set.
 struct StepTimingOptions {
   int warmup = 3;          ///< untimed steps first
@@ -30,6 +35,11 @@ struct StepTimingOptions {
   /// as in run_epoch's batch step; otherwise it is read after the last step only, and GPU steps
   /// queue up. The CPU backend computes synchronously and its loss is read every step either way.
   bool read_loss_every_step = false;
+  /// Time the compute stage's conversion too, as run_epoch's compute stage does it: before each
+  /// step, `convert_from` (uint8 NHWC, synthetic_pixels) is converted with `convert` into the
+  /// batch's images (f32 NCHW of the same shape). Undefined: the images are stepped on as they are.
+  nn::Tensor convert_from{};
+  gpu::ConvertOptions convert{};
 };
 
 /// What time_train_steps measured: the timed steps only.
