@@ -99,65 +99,110 @@ struct WindowState {
   }
 };
 
-}  // namespace
+using ComputeFn = std::function<Readback(gpu::DeviceBatch&, gpu::StreamView)>;
 
-EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
-                      const BatchStep& step, const PassOptions& options) {
-  return run_epoch(dataset, config, backend.device(), backend.stream(), step, options);
+// The to-device stage holds up to two host batches: one queued in front of it, one crossing.
+// Without those two slots the batch stage could wait for a slot inside a oneTBB task that the
+// train step's own parallel loops stole -- on the thread whose step would free the slot.
+constexpr std::size_t to_device_queue = 1;
+
+InputConfig path_config(const InputConfig& config, gpu::Device device) {
+  InputConfig out = config;
+  out.convert_on_device = true;
+  if (!device.is_cpu()) out.allocator = gpu::batch_allocator(device);
+  out.extra_slots += to_device_queue + 1;
+  return out;
 }
 
-EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
-                      gpu::StreamView stream, const BatchStep& step, const PassOptions& options) {
+// What the compute stage's callable reaches during one pass.
+struct PassState {
+  const BatchStep& step;
+  WindowState& window;
+  std::atomic<bool> dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
+};
+
+}  // namespace
+
+struct ComputePath::Impl {
+  Impl(const nodes::DatasetPtr& dataset, const InputConfig& given, gpu::Device device_in, gpu::StreamView stream_in)
+      : config(path_config(given, device_in)),
+        input(make_input(dataset, config)),
+        device(device_in),
+        // The device slots: as many as the host pool has, so that to-device never holds a batch
+        // back that the pool could give. On the CPU device the stage passes host batches through.
+        to_device(device, input.pool.shape(), {.slots = input.pool.slots(), .timeline = {}}),
+        staging(device),
+        // The compute stage: one batch at a time, in order (training is a sequence of steps), on
+        // the backend's stream, converting the uint8 batch first.
+        compute(device, ComputeFn([this](gpu::DeviceBatch& batch, gpu::StreamView on) { return step(batch, on); }),
+                {.streams = 1,
+                 .depth = 1,
+                 .convert = input.convert,
+                 .timeline = {},
+                 .stream = device.is_cuda() ? std::optional<gpu::StreamView>(stream_in) : std::nullopt}) {}
+
+  Readback step(gpu::DeviceBatch& batch, gpu::StreamView on) {
+    PassState& state = *pass;
+    // After Ctrl-C the pipeline drains what is in flight; those batches are not trained on, so
+    // that the checkpoint is written right after the current step.
+    if (state.window.done) return Readback{};
+    if (graph::SignalStop::received() > 0) {
+      state.dropped_after_signal = true;
+      return Readback{};
+    }
+    // No isolation needed here: the CPU backend isolates its own parallel loops, so this thread
+    // never runs the pipeline's read/decode/batch tasks inside the step's time.
+    return read_back(state.step(tensors_of(batch)), staging, on);
+  }
+
+  InputConfig config;
+  Input input;
+  gpu::Device device;
+  gpu::ToDevice to_device;
+  gpu::StagingPool staging;
+  gpu::Compute<ComputeFn> compute;
+  PassState* pass = nullptr;  // set while run() runs a pass
+};
+
+ComputePath::ComputePath(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
+                         gpu::StreamView stream)
+    : impl_(std::make_unique<Impl>(dataset, config, device, stream)) {}
+
+ComputePath::ComputePath(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend)
+    : ComputePath(dataset, config, backend.device(), backend.stream()) {}
+
+ComputePath::~ComputePath() = default;
+
+EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, const PassStart& from) {
+  if (impl_->pass) throw std::logic_error("ComputePath::run: a pass is running already (one at a time)");
   const std::string& stage = options.stage;
   WindowState w{.window = options.window};
-  InputConfig pinned = config;
-  pinned.convert_on_device = true;
-  if (!device.is_cpu()) pinned.allocator = gpu::batch_allocator(device);
-  // The to-device stage holds up to two host batches: one queued in front of it, one crossing.
-  // Without those two slots the batch stage could wait for a slot inside a oneTBB task that the
-  // train step's own parallel loops stole -- on the thread whose step would free the slot.
-  constexpr std::size_t to_device_queue = 1;
-  pinned.extra_slots += to_device_queue + 1;
-  Input input = make_input(dataset, pinned);
-  input.pipeline_options.stop_on_signal = true;  // Ctrl-C drains the epoch (under a SignalStop)
-  graph::Pipeline pipe(input.pipeline_options);
-  // The device slots: as many as the host pool has, so that to-device never holds a batch back
-  // that the pool could give. On the CPU device the stage passes host batches through.
-  const gpu::ToDevice to_device(device, input.pool.shape(), {.slots = input.pool.slots(), .timeline = {}});
+  PassState state{.step = step, .window = w};
+  impl_->pass = &state;
+  struct Unset {
+    PassState*& pass;
+    ~Unset() { pass = nullptr; }
+  } unset{impl_->pass};
+
+  InputConfig config = impl_->config;
+  config.first_epoch = from.epoch;
+  config.start = from.skip;
+  config.trace_file = from.trace_file;
+  graph::PipelineOptions pipeline_options = impl_->input.pipeline_options;
+  pipeline_options.trace = !from.trace_file.empty();
+  pipeline_options.stop_on_signal = true;  // Ctrl-C drains the pass (under a SignalStop)
+  graph::Pipeline pipe(pipeline_options);
   graph::StageOptions to_device_options = gpu::ToDevice::stage_options();
   to_device_options.capacity = to_device_queue;
-
-  // The compute stage: one batch at a time, in order (training is a sequence of steps), on the
-  // backend's stream, converting the uint8 batch first.
-  gpu::StagingPool staging(device);
-  std::atomic<bool> dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
-  const gpu::Compute compute(
-      device,
-      [&](gpu::DeviceBatch& batch, gpu::StreamView on) {
-        // After Ctrl-C the pipeline drains what is in flight; those batches are not trained on,
-        // so that the checkpoint is written right after the current step.
-        if (w.done) return Readback{};
-        if (graph::SignalStop::received() > 0) {
-          dropped_after_signal = true;
-          return Readback{};
-        }
-        // No isolation needed here: the CPU backend isolates its own parallel loops, so this
-        // thread never runs the pipeline's read/decode/batch tasks inside the step's time.
-        return read_back(step(tensors_of(batch)), staging, on);
-      },
-      {.streams = 1,
-       .depth = 1,
-       .convert = input.convert,
-       .timeline = {},
-       .stream = device.is_cuda() ? std::optional<gpu::StreamView>(stream) : std::nullopt});
 
   EpochTotals totals;
   auto start = Clock::now();
   auto last_progress = start;
-  add_input(pipe, input, pinned)
-      .async<gpu::DeviceBatch>("to-device", to_device, to_device_options)
+  add_input(pipe, impl_->input, config)
+      .async<gpu::DeviceBatch>("to-device", impl_->to_device, to_device_options)
       .async<gpu::Computed<Readback>>(
-          stage, compute, {.concurrency = graph::serial(), .ordered = true, .capacity = config.prefetch})
+          stage, impl_->compute,
+          {.concurrency = graph::serial(), .ordered = true, .capacity = impl_->config.prefetch})
       .sink(stage + "-results", [&](gpu::Computed<Readback> done) {
         // The device is done with the batch: its numbers are in host memory.
         Readback& r = done.value;
@@ -185,7 +230,8 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
           totals.correct += outcome.loss->correct;
         }
         if (!logits.empty()) {
-          for (std::size_t i = 0; i < outcome.size(); ++i) totals.correct_top5 += in_top_k(outcome.row(i), outcome.labels[i], 5) ? 1 : 0;
+          for (std::size_t i = 0; i < outcome.size(); ++i)
+            totals.correct_top5 += in_top_k(outcome.row(i), outcome.labels[i], 5) ? 1 : 0;
         }
         totals.images += n;
         ++totals.batches;
@@ -201,16 +247,27 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
   const graph::RunReport& report = totals.report;
   totals.seconds = std::chrono::duration<double>(report.elapsed).count();
   totals.skipped = report.skipped;
-  totals.skipped_files = name_skips(report, input, pinned);
-  if (!config.trace_file.empty()) pipe.write_trace(config.trace_file);
+  totals.skipped_files = name_skips(report, impl_->input, config);
+  if (!from.trace_file.empty()) pipe.write_trace(from.trace_file);
   // A signal that came after the source had emitted everything does not cut the pipeline short,
   // but the batches the compute stage dropped were not trained on all the same.
-  totals.stopped = ((report.stopped || report.cancelled) && !w.done) || dropped_after_signal;
+  totals.stopped = ((report.stopped || report.cancelled) && !w.done) || state.dropped_after_signal;
   if (w.active) totals.seconds = w.seconds();
   const Limit limit = find_limit(w.active ? w.stages(report) : report.stages, stage, totals.seconds);
   totals.compute_busy = limit.compute_busy;
   totals.bottleneck = limit.stage;
   return totals;
+}
+
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
+                      const BatchStep& step, const PassOptions& options) {
+  return run_epoch(dataset, config, backend.device(), backend.stream(), step, options);
+}
+
+EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
+                      gpu::StreamView stream, const BatchStep& step, const PassOptions& options) {
+  return ComputePath(dataset, config, device, stream)
+      .run(step, options, {.epoch = config.first_epoch, .skip = config.start, .trace_file = config.trace_file});
 }
 
 Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string& compute_stage, double seconds) {

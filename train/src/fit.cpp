@@ -33,17 +33,18 @@ class EpochRun {
   EpochRun(nn::Trainer& trainer, const FitCallbacks& callbacks, std::int64_t epoch)
       : trainer_(trainer), callbacks_(callbacks), epoch_(epoch), next_lr_(trainer.lr()) {}
 
-  // Trains from `start` items into the epoch's order; afterwards position() is the resume point.
-  EpochTotals train(const nodes::DatasetPtr& dataset, const InputConfig& input) {
+  // Trains from `from.skip` items into the epoch's order; afterwards position() is the resume point.
+  EpochTotals train(ComputePath& path, const nodes::DatasetPtr& dataset, const InputConfig& input,
+                    const PassStart& from) {
     position_of_ = positions_in(
         nodes::EpochOrder(dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}),
-        input.first_epoch);
-    position_ = input.start;
+        from.epoch);
+    position_ = from.skip;
     const auto batch = input.batch_size;
-    const auto remaining = dataset->size() - std::min(dataset->size(), input.start);
+    const auto remaining = dataset->size() - std::min(dataset->size(), from.skip);
     const auto pass_images = static_cast<std::int64_t>(remaining / batch * batch);
     const PassOptions pass{.stage = "train", .progress = progress(Phase::train, pass_images), .window = {}};
-    return run(Phase::train, dataset, input, pass, [this](const BatchTensors& t) {
+    return run(Phase::train, path, from, pass, [this](const BatchTensors& t) {
       const std::int64_t step = trainer_.step();
       const float lr = trainer_.lr();
       StepResult r{.loss = trainer_.train_batch(t.images, t.labels)};
@@ -60,10 +61,10 @@ class EpochRun {
     });
   }
 
-  EpochTotals validate(const nodes::DatasetPtr& dataset, const InputConfig& input) {
+  EpochTotals validate(ComputePath& path, const nodes::DatasetPtr& dataset) {
     const auto pass_images = static_cast<std::int64_t>(dataset->size());
     return run(
-        Phase::evaluate, dataset, input,
+        Phase::evaluate, path, {.epoch = static_cast<std::uint32_t>(epoch_), .skip = 0, .trace_file = {}},
         {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .window = {}},
         [this](const BatchTensors& t) {
           StepResult r;
@@ -75,10 +76,10 @@ class EpochRun {
   std::size_t position() const noexcept { return position_; }
 
  private:
-  EpochTotals run(Phase phase, const nodes::DatasetPtr& dataset, const InputConfig& input, const PassOptions& pass,
+  EpochTotals run(Phase phase, ComputePath& path, const PassStart& from, const PassOptions& pass,
                   const BatchStep& step) {
     if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch_ + 1, phase);
-    EpochTotals totals = run_epoch(dataset, input, trainer_.backend(), step, pass);
+    EpochTotals totals = path.run(step, pass, from);
     if (callbacks_.on_pass_end) callbacks_.on_pass_end(epoch_ + 1, phase, totals);
     return totals;
   }
@@ -255,15 +256,23 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
   FitResult result;
   const std::int64_t first_epoch = trainer.epoch();  // the loop moves trainer.epoch() on
   const std::size_t resume = resume_position(trainer);
+  if (first_epoch >= options.epochs) {  // nothing left to train: no pools to make
+    result.epochs = first_epoch;
+    return result;
+  }
+  train_input.seed = options.seed;  // each epoch's order and draws: functions of (seed, epoch, item)
+  // The pools, device slots and buffers of both passes, made once for the whole run.
+  ComputePath train_path(train_set, train_input, trainer.backend());
+  std::optional<ComputePath> val_path;
+  if (val_set) val_path.emplace(val_set, val_input, trainer.backend());
   for (std::int64_t epoch = first_epoch; epoch < options.epochs && !result.interrupted; ++epoch) {
-    train_input.seed = options.seed;  // the epoch's order and draws: functions of (seed, epoch, item)
-    train_input.first_epoch = static_cast<std::uint32_t>(epoch);
-    train_input.start = epoch == first_epoch ? resume : 0;
-    train_input.trace_file = epoch == first_epoch ? options.trace_file : fs::path();
+    const PassStart from{.epoch = static_cast<std::uint32_t>(epoch),
+                         .skip = epoch == first_epoch ? resume : 0,
+                         .trace_file = epoch == first_epoch ? options.trace_file : fs::path()};
     EpochRun run(trainer, callbacks, epoch);
-    EpochTotals train_totals = run.train(train_set, train_input);
+    EpochTotals train_totals = run.train(train_path, train_set, train_input, from);
     EpochTotals val_totals;
-    if (val_set && !train_totals.stopped) val_totals = run.validate(val_set, val_input);
+    if (val_path && !train_totals.stopped) val_totals = run.validate(*val_path, val_set);
 
     EpochSummary summary = summarize(epoch, options.epochs, std::move(train_totals), std::move(val_totals));
     trainer.set_epoch(summary.completed ? epoch + 1 : epoch);

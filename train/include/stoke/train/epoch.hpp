@@ -3,8 +3,11 @@
 // and what `stoke bench train` measures.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stoke/gpu/device.hpp>
@@ -125,9 +128,42 @@ struct PassOptions {
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,
                       const BatchStep& step, const PassOptions& options = {});
 /// The same pass where the step is not an nn backend's: computing on `device`, on `stream` (a
-/// CUDA stream of the device; the host stream on the CPU).
+/// CUDA stream of the device; the host stream on the CPU). Both build a ComputePath for the pass
+/// (starting at config.first_epoch, config.start items in, traced to config.trace_file).
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
                       gpu::StreamView stream, const BatchStep& step, const PassOptions& options = {});
+
+/// Where a pass of a ComputePath starts: the epoch (its order and draws come from (seed, epoch,
+/// item)), the items of that epoch's order to pass over (a resumed run), and where to write the
+/// pass's Chrome trace (empty: none).
+struct PassStart {
+  std::uint32_t epoch = 0;
+  std::size_t skip = 0;
+  std::filesystem::path trace_file{};
+};
+
+/// run_epoch's pipeline around what outlives a pass: the host batch pool (pinned on a GPU), the
+/// to-device stage's device slots, the compute stage's streams and conversion buffer, the staging
+/// buffers. A run keeps one per dataset and runs every pass through it, so that no epoch (and no
+/// validation) allocates pinned or device memory again. The InputConfig's epochs count per pass.
+/// One pass at a time.
+class ComputePath {
+ public:
+  ComputePath(const nodes::DatasetPtr& dataset, const InputConfig& config, gpu::Device device,
+              gpu::StreamView stream);
+  ComputePath(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend);
+  ~ComputePath();
+  ComputePath(const ComputePath&) = delete;
+  ComputePath& operator=(const ComputePath&) = delete;
+
+  /// One pass, as run_epoch describes, from `start`. Throws std::logic_error when called while
+  /// another pass runs.
+  EpochTotals run(const BatchStep& step, const PassOptions& options = {}, const PassStart& start = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// Where a pipeline feeding a compute stage stands: that stage's busy time over `seconds`, and the
 /// stage that limits throughput -- the compute stage while it is busy 90% of the time or more,

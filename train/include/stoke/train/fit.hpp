@@ -194,7 +194,8 @@ std::size_t resume_position(const nn::Trainer& trainer, const std::string& check
 
 /// Trains `trainer` on `train_set` from epoch trainer.epoch() (and resume_position(trainer) inside
 /// it) to options.epochs: each epoch a training pass, then a validation pass on `val_set` (null:
-/// none), trainer.set_epoch, the checkpoint policy's files, on_epoch. A Ctrl-C under a
+/// none), trainer.set_epoch, the checkpoint policy's files, on_epoch. Both passes run through a
+/// ComputePath made once for the run (pools, device slots and buffers are not made again). A Ctrl-C under a
 /// graph::SignalStop (installed by the caller) ends the run after the current step: the epoch's
 /// checkpoint still holds the position, and a later fit on the restored trainer continues at the
 /// next batch with the same batches, as if never interrupted. Each batch of a seeded run is the
