@@ -49,12 +49,7 @@ class RunEpoch : public ::testing::Test {
  protected:
   void SetUp() override {
     dataset_ = open_dataset(test::write_tiny_shapes(dir_) / "train");  // 16 images
-    config_.batch_size = 4;
-    config_.size = 16;
-    config_.transforms = {"resize size=16", "normalize mean=0.5,0.25,0.125 std=0.5,0.5,0.25"};
-    config_.threads = 2;
-    config_.autotune = false;
-    config_.shuffle = false;
+    config_ = test::tiny_pass_input({"resize size=16", "normalize mean=0.5,0.25,0.125 std=0.5,0.5,0.25"});
   }
 
   TempDir dir_;

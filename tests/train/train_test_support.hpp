@@ -12,6 +12,8 @@
 #include <stoke/nn/trainer.hpp>
 #include <stoke/nodes/shapes.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dataset_test_support.hpp"
 #include "stoke/train/fit.hpp"
@@ -34,6 +36,19 @@ inline std::filesystem::path write_tiny_shapes(const TempDir& dir, std::size_t p
                                .force = false,
                                .threads = 1});
   return root;
+}
+
+/// One pass over write_tiny_shapes' 16 training images in their order: batches of 4 at 16 px
+/// through `transforms`, 2 threads, no scheduler.
+inline InputConfig tiny_pass_input(std::vector<std::string> transforms = {"resize size=16", "normalize"}) {
+  InputConfig config;
+  config.batch_size = 4;
+  config.size = 16;
+  config.transforms = std::move(transforms);
+  config.threads = 2;
+  config.autotune = false;
+  config.shuffle = false;
+  return config;
 }
 
 /// The bytes of a file, to compare checkpoints.

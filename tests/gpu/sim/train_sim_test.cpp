@@ -25,12 +25,7 @@ class TrainOnSim : public ::testing::Test {
  protected:
   void SetUp() override {
     dataset_ = open_dataset(test::write_tiny_shapes(dir_) / "train");  // 16 images
-    config_.batch_size = 4;
-    config_.size = 16;
-    config_.transforms = {"resize size=16", "normalize"};
-    config_.threads = 2;
-    config_.autotune = false;
-    config_.shuffle = false;
+    config_ = test::tiny_pass_input();
   }
   void TearDown() override { gpu::sim::reset_device(); }
 
