@@ -50,7 +50,7 @@ struct TrainConfig {
   std::string resume;      // a checkpoint file
   std::vector<std::string> plugins;
   bool deterministic = false;
-  std::string trace;   // a Chrome trace of the first training epoch
+  std::string trace;   // a Chrome trace of the training pipeline
   std::string report;  // an HTML page of the run
   std::string config;  // a file of these options
   bool json = false;
@@ -108,7 +108,7 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "seed", value(&r.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
       "bit-identical weights for a seed whatever --threads (the CPU device always is; CUDA is refused)")(
-      "trace", po::value(&c.trace), "write a Chrome trace (Perfetto, chrome://tracing) of the first training epoch")(
+      "trace", po::value(&c.trace), "write a Chrome trace (Perfetto, chrome://tracing) of the training pipeline (all epochs, its first 1M spans)")(
       "report", po::value(&c.report),
       "write an HTML page of the run (self-contained): throughput and busy % over time, per-stage\n"
       "busy/starved/blocked, the scheduler's moves, loss and accuracy per epoch, skipped files;\n"

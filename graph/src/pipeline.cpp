@@ -130,6 +130,8 @@ void Pipeline::set_max_in_flight(std::size_t limit) { runtime_->set_max_in_fligh
 std::size_t Pipeline::max_in_flight() const noexcept { return runtime_->max_in_flight(); }
 std::size_t Pipeline::in_flight() const noexcept { return runtime_->in_flight(); }
 
+std::vector<SkippedItem> Pipeline::skipped_items() const { return runtime_->skipped_items(); }
+
 std::vector<StageStats> Pipeline::stats() const {
   std::vector<StageStats> all;
   all.reserve(stages_.size());

@@ -141,3 +141,62 @@ TEST_F(RunEpoch, WithoutANormalizeTheComputeStageScalesToOne) {
 
 }  // namespace
 }  // namespace stoke::train
+
+namespace stoke::train {
+namespace {
+
+// One pipeline for several epochs: every step of epoch e runs before at_end(e), every step of
+// e + 1 after it returns; meanwhile the input stages prepare epoch e + 1.
+TEST_F(RunEpoch, RunEpochsHoldsTheNextEpochUntilTheEpochsEndReturns) {
+  ComputePath path(dataset_, config_, gpu::Device::cpu(), gpu::StreamView::host());
+  std::vector<std::string> events;
+  const graph::RunReport report = path.run_epochs(
+      [&](const BatchTensors& t) {
+        events.push_back("step " + std::to_string(t.epoch));
+        return StepResult{.loss = {.stats = nn::Tensor::from_values({2}, {1, 2}), .dlogits = {}, .count = 4},
+                          .logits = {},
+                          .on_result = {}};
+      },
+      {.stage = "train", .progress = {}, .window = {}}, {.epoch = 5, .skip = 0, .trace_file = {}}, 3,
+      [&](std::uint32_t epoch, EpochTotals& totals) {
+        events.push_back("end " + std::to_string(epoch));
+        EXPECT_EQ(totals.images, 16) << epoch;
+        EXPECT_EQ(totals.correct, 8) << epoch;
+        EXPECT_FALSE(totals.stopped);
+        // Its own report: the stages' work in this epoch, the gate among them.
+        bool gate = false;
+        for (const graph::StageStats& s : totals.report.stages) gate |= s.name == "epoch-gate";
+        EXPECT_TRUE(gate);
+        return true;
+      });
+  const std::vector<std::string> expected = {"step 5", "step 5", "step 5", "step 5", "end 5", "step 6", "step 6",
+                                             "step 6", "step 6", "end 6", "step 7", "step 7", "step 7", "step 7",
+                                             "end 7"};
+  EXPECT_EQ(events, expected);
+  EXPECT_EQ(report.produced, 48u);  // three epochs through one pipeline
+}
+
+TEST_F(RunEpoch, RunEpochsEndsWhenTheEpochsEndSaysSo) {
+  ComputePath path(dataset_, config_, gpu::Device::cpu(), gpu::StreamView::host());
+  int steps = 0, ends = 0;
+  path.run_epochs([&](const BatchTensors&) { ++steps; return StepResult{}; },
+                  {.stage = "train", .progress = {}, .window = {}}, {}, 3, [&](std::uint32_t, EpochTotals&) {
+                    ++ends;
+                    return false;
+                  });
+  EXPECT_EQ(ends, 1);
+  EXPECT_EQ(steps, 4);  // the next epoch's batches, prepared meanwhile, were never stepped
+  // The path serves another pass afterwards (its pools are all back).
+  EXPECT_EQ(path.run([&](const BatchTensors&) { return StepResult{}; }).images, 16);
+}
+
+TEST_F(RunEpoch, RunEpochsPassesOnWhatTheEpochsEndThrows) {
+  ComputePath path(dataset_, config_, gpu::Device::cpu(), gpu::StreamView::host());
+  EXPECT_THROW(path.run_epochs([&](const BatchTensors&) { return StepResult{}; },
+                               {.stage = "train", .progress = {}, .window = {}}, {}, 2,
+                               [&](std::uint32_t, EpochTotals&) -> bool { throw std::runtime_error("disk full"); }),
+               std::runtime_error);
+}
+
+}  // namespace
+}  // namespace stoke::train

@@ -3,7 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <thread>
+#include <utility>
 #include <stoke/gpu/compute.hpp>
 #include <stoke/gpu/pinned_allocator.hpp>
 #include <stoke/gpu/staging.hpp>
@@ -27,7 +33,8 @@ BatchTensors tensors_of(const gpu::DeviceBatch& batch) {
           .labels = nn::Tensor::view_of(const_cast<std::int32_t*>(batch.device_labels()), {n}, gpu::DType::i32,
                                         batch.device()),
           .indices = batch.indices(),
-          .raw = batch.pixels()};
+          .raw = batch.pixels(),
+          .epoch = batch.epoch()};
 }
 
 // What the compute stage hands on for a batch: its numbers, being copied to host memory on the
@@ -61,6 +68,122 @@ Readback read_back(StepResult r, gpu::StagingPool& staging, gpu::StreamView stre
   out.logits_on_device = std::move(r.logits);
   out.on_result = std::move(r.on_result);
   return out;
+}
+
+// Reads a batch's numbers back into `outcome` (its logits into `logits`), runs its on_result and
+// adds it to `totals`.
+void count(gpu::Computed<Readback>& done, EpochTotals& totals, bool add_to_totals) {
+  Readback& r = done.value;
+  StepOutcome outcome{.labels = done.labels, .indices = done.indices};
+  if (!r.stats.empty()) {
+    const auto values = r.stats.as<float>();
+    outcome.loss = nn::LossStats{.loss = values[0], .correct = std::llround(values[1]), .count = r.count};
+  }
+  std::vector<float> logits;
+  if (!r.logits.empty()) {
+    logits = nn::Tensor::view_of(r.logits.data(), r.logits_shape, r.logits_dtype).to_vector();
+    outcome.logits = logits;
+    outcome.classes = static_cast<std::size_t>(r.logits_shape.back());
+  }
+  if (r.on_result) r.on_result(outcome);
+  if (!add_to_totals) return;
+  const auto n = static_cast<std::int64_t>(outcome.size());
+  if (outcome.loss) {
+    totals.loss_sum += outcome.loss->loss * static_cast<double>(n);
+    totals.correct += outcome.loss->correct;
+  }
+  if (!logits.empty()) {
+    for (std::size_t i = 0; i < outcome.size(); ++i)
+      totals.correct_top5 += in_top_k(outcome.row(i), outcome.labels[i], 5) ? 1 : 0;
+  }
+  totals.images += n;
+  ++totals.batches;
+}
+
+// Holds the batches of epochs after the open one in front of the compute stage (a serial async
+// stage: while it holds one, the next wait in its queue), and tells the caller of run_epochs when
+// an epoch is through: every batch it let through has been read back, and a batch of a later
+// epoch is waiting (or the pipeline has ended).
+class EpochGate {
+ public:
+  explicit EpochGate(std::uint32_t open) : open_(open) {}
+
+  // The stage's body.
+  void admit(gpu::DeviceBatch batch, graph::Completion<gpu::DeviceBatch> done) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!released_ && batch.epoch() > open_) {
+        parked_.emplace(std::move(batch), std::move(done));
+        changed_.notify_all();
+        return;
+      }
+      ++admitted_[batch.epoch()];
+    }
+    done(std::move(batch));
+  }
+  // The results stage read a batch of `epoch` back.
+  void finished(std::uint32_t epoch) {
+    std::lock_guard lock(mutex_);
+    ++finished_[epoch];
+    changed_.notify_all();
+  }
+  // The pipeline's run returned (or threw).
+  void ended() {
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+    changed_.notify_all();
+  }
+  // Waits until `epoch` is through; false when the pipeline ended before a later epoch's batch came.
+  bool wait_through(std::uint32_t epoch) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return ended_ || (parked_ && finished_[epoch] == admitted_[epoch]); });
+    return parked_.has_value();
+  }
+  // Lets the batches of `epoch` (and earlier) through.
+  void open(std::uint32_t epoch) { let_through([&] { open_ = epoch; }); }
+  // Lets everything through from now on (the run is ending).
+  void release() { let_through([&] { released_ = true; }); }
+
+ private:
+  template <class Change>
+  void let_through(Change change) {
+    std::optional<std::pair<gpu::DeviceBatch, graph::Completion<gpu::DeviceBatch>>> go;
+    {
+      std::lock_guard lock(mutex_);
+      change();
+      if (parked_ && (released_ || parked_->first.epoch() <= open_)) {
+        ++admitted_[parked_->first.epoch()];
+        go = std::move(parked_);
+        parked_.reset();
+      }
+    }
+    if (go) go->second(std::move(go->first));
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::uint32_t open_;
+  bool released_ = false;
+  bool ended_ = false;
+  std::optional<std::pair<gpu::DeviceBatch, graph::Completion<gpu::DeviceBatch>>> parked_;
+  std::map<std::uint32_t, std::uint64_t> admitted_, finished_;
+};
+
+// What each stage did between two snapshots of a running pipeline's stats.
+std::vector<graph::StageStats> stages_between(const std::vector<graph::StageStats>& before,
+                                              std::vector<graph::StageStats> after) {
+  for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    graph::StageStats& s = after[i];
+    const graph::StageStats& b = before[i];
+    s.items_in -= b.items_in;
+    s.items_out -= b.items_out;
+    s.dropped -= b.dropped;
+    s.skipped -= b.skipped;
+    s.busy -= b.busy;
+    s.starved -= b.starved;
+    s.blocked -= b.blocked;
+  }
+  return after;
 }
 
 // A MeasureWindow's bookkeeping in run_epoch's results stage (serial: one call at a time).
@@ -110,7 +233,8 @@ InputConfig path_config(const InputConfig& config, gpu::Device device) {
   InputConfig out = config;
   out.convert_on_device = true;
   if (!device.is_cpu()) out.allocator = gpu::batch_allocator(device);
-  out.extra_slots += to_device_queue + 1;
+  // ... and run_epochs's epoch gate two more: one queued in front of it, one held there.
+  out.extra_slots += to_device_queue + 1 + 2;
   return out;
 }
 
@@ -119,6 +243,21 @@ struct PassState {
   const BatchStep& step;
   WindowState& window;
   std::atomic<bool> dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
+};
+
+// Makes `state` the path's running pass for its lifetime; one at a time.
+class ActivePass {
+ public:
+  ActivePass(PassState*& slot, PassState& state, const char* caller) : slot_(slot) {
+    if (slot_) throw std::logic_error(std::string(caller) + ": a pass is running already (one at a time)");
+    slot_ = &state;
+  }
+  ~ActivePass() { slot_ = nullptr; }
+  ActivePass(const ActivePass&) = delete;
+  ActivePass& operator=(const ActivePass&) = delete;
+
+ private:
+  PassState*& slot_;
 };
 
 }  // namespace
@@ -155,6 +294,32 @@ struct ComputePath::Impl {
     return read_back(state.step(tensors_of(batch)), staging, on);
   }
 
+  // The graph of a pass up to the compute stage: the input stages and the to-device stage, the
+  // pass starting at `from`.
+  graph::Flow<gpu::DeviceBatch> add_input_stages(graph::Pipeline& pipe, const InputConfig& pass_config) const {
+    graph::StageOptions to_device_options = gpu::ToDevice::stage_options();
+    to_device_options.capacity = to_device_queue;
+    return add_input(pipe, input, pass_config).async<gpu::DeviceBatch>("to-device", to_device, to_device_options);
+  }
+  graph::StageOptions compute_options() const {
+    return {.concurrency = graph::serial(), .ordered = true, .capacity = config.prefetch};
+  }
+  // The pass's config and pipeline options.
+  InputConfig pass_config(const PassStart& from, std::uint32_t epochs) const {
+    InputConfig out = config;
+    out.epochs = epochs;
+    out.first_epoch = from.epoch;
+    out.start = from.skip;
+    out.trace_file = from.trace_file;
+    return out;
+  }
+  graph::PipelineOptions pipeline_options(const PassStart& from) const {
+    graph::PipelineOptions out = input.pipeline_options;
+    out.trace = !from.trace_file.empty();
+    out.stop_on_signal = true;  // Ctrl-C drains the pass (under a SignalStop)
+    return out;
+  }
+
   InputConfig config;
   Input input;
   gpu::Device device;
@@ -174,67 +339,29 @@ ComputePath::ComputePath(const nodes::DatasetPtr& dataset, const InputConfig& co
 ComputePath::~ComputePath() = default;
 
 EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, const PassStart& from) {
-  if (impl_->pass) throw std::logic_error("ComputePath::run: a pass is running already (one at a time)");
   const std::string& stage = options.stage;
   WindowState w{.window = options.window};
   PassState state{.step = step, .window = w};
-  impl_->pass = &state;
-  struct Unset {
-    PassState*& pass;
-    ~Unset() { pass = nullptr; }
-  } unset{impl_->pass};
+  const ActivePass active(impl_->pass, state, "ComputePath::run");
 
-  InputConfig config = impl_->config;
-  config.first_epoch = from.epoch;
-  config.start = from.skip;
-  config.trace_file = from.trace_file;
-  graph::PipelineOptions pipeline_options = impl_->input.pipeline_options;
-  pipeline_options.trace = !from.trace_file.empty();
-  pipeline_options.stop_on_signal = true;  // Ctrl-C drains the pass (under a SignalStop)
-  graph::Pipeline pipe(pipeline_options);
-  graph::StageOptions to_device_options = gpu::ToDevice::stage_options();
-  to_device_options.capacity = to_device_queue;
+  const InputConfig config = impl_->pass_config(from, impl_->config.epochs);
+  graph::Pipeline pipe(impl_->pipeline_options(from));
 
   EpochTotals totals;
   auto start = Clock::now();
   auto last_progress = start;
-  add_input(pipe, impl_->input, config)
-      .async<gpu::DeviceBatch>("to-device", impl_->to_device, to_device_options)
-      .async<gpu::Computed<Readback>>(
-          stage, impl_->compute,
-          {.concurrency = graph::serial(), .ordered = true, .capacity = impl_->config.prefetch})
+  impl_->add_input_stages(pipe, config)
+      .async<gpu::Computed<Readback>>(stage, impl_->compute, impl_->compute_options())
       .sink(stage + "-results", [&](gpu::Computed<Readback> done) {
         // The device is done with the batch: its numbers are in host memory.
-        Readback& r = done.value;
-        if (!r.stepped || w.done) return;
+        if (!done.value.stepped || w.done) return;
         if (w.active && !w.open && w.warmup_seen == w.window.warmup_batches) w.begin(pipe, Clock::now());
-        StepOutcome outcome{.labels = done.labels, .indices = done.indices};
-        if (!r.stats.empty()) {
-          const auto values = r.stats.as<float>();
-          outcome.loss = nn::LossStats{.loss = values[0], .correct = std::llround(values[1]), .count = r.count};
-        }
-        std::vector<float> logits;
-        if (!r.logits.empty()) {
-          logits = nn::Tensor::view_of(r.logits.data(), r.logits_shape, r.logits_dtype).to_vector();
-          outcome.logits = logits;
-          outcome.classes = static_cast<std::size_t>(r.logits_shape.back());
-        }
-        if (r.on_result) r.on_result(outcome);
-        if (w.active && !w.open) {  // a warmup batch: stepped, not counted
+        const bool warmup = w.active && !w.open;  // stepped, not counted
+        count(done, totals, !warmup);
+        if (warmup) {
           ++w.warmup_seen;
           return;
         }
-        const auto n = static_cast<std::int64_t>(outcome.size());
-        if (outcome.loss) {
-          totals.loss_sum += outcome.loss->loss * static_cast<double>(n);
-          totals.correct += outcome.loss->correct;
-        }
-        if (!logits.empty()) {
-          for (std::size_t i = 0; i < outcome.size(); ++i)
-            totals.correct_top5 += in_top_k(outcome.row(i), outcome.labels[i], 5) ? 1 : 0;
-        }
-        totals.images += n;
-        ++totals.batches;
         if (w.open) w.after_batch(pipe);
         if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
           last_progress = Clock::now();
@@ -257,6 +384,107 @@ EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, 
   totals.compute_busy = limit.compute_busy;
   totals.bottleneck = limit.stage;
   return totals;
+}
+
+graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOptions& options, const PassStart& from,
+                                         std::uint32_t epochs, const EpochEnd& at_end) {
+  if (epochs == 0) throw std::invalid_argument("ComputePath::run_epochs: no epochs to run");
+  const std::string& stage = options.stage;
+  WindowState no_window{.window = {}};
+  PassState state{.step = step, .window = no_window};
+  const ActivePass active(impl_->pass, state, "ComputePath::run_epochs");
+
+  const InputConfig config = impl_->pass_config(from, epochs);
+  graph::Pipeline pipe(impl_->pipeline_options(from));
+  EpochGate gate(from.epoch);
+  // The epoch being read back: written by the results stage, read by this thread once the gate
+  // says the epoch is through (the gate's mutex orders the two).
+  EpochTotals current;
+  auto epoch_start = Clock::now();
+  auto last_progress = epoch_start;
+  impl_->add_input_stages(pipe, config)
+      .async<gpu::DeviceBatch>(
+          "epoch-gate",
+          [&gate](gpu::DeviceBatch batch, graph::Completion<gpu::DeviceBatch> done) {
+            gate.admit(std::move(batch), std::move(done));
+          },
+          {.concurrency = graph::serial(), .ordered = true, .capacity = 1})
+      .async<gpu::Computed<Readback>>(stage, impl_->compute, impl_->compute_options())
+      .sink(stage + "-results", [&](gpu::Computed<Readback> done) {
+        if (done.value.stepped) count(done, current, true);
+        const std::uint32_t epoch = done.epoch;
+        if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
+          last_progress = Clock::now();
+          current.seconds = std::chrono::duration<double>(last_progress - epoch_start).count();
+          options.progress(current, pipe);
+        }
+        gate.finished(epoch);
+      });
+
+  graph::RunReport report;
+  std::exception_ptr failure;
+  std::thread runner([&] {
+    try {
+      report = pipe.run();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    gate.ended();
+  });
+  // However this thread leaves, the pipeline ends first: cancelled, its held batch let through.
+  struct Finish {
+    graph::Pipeline& pipe;
+    EpochGate& gate;
+    std::thread& runner;
+    void operator()(bool cancel) {
+      if (!runner.joinable()) return;
+      if (cancel) pipe.cancel();
+      gate.release();
+      runner.join();
+    }
+    ~Finish() { (*this)(true); }
+  } finish{pipe, gate, runner};
+
+  // Each epoch's own report: the stages' work between its start and its end, its skipped items
+  // (by their stream position, whenever they were skipped).
+  const std::size_t per_epoch = std::max<std::size_t>(1, impl_->input.order.per_epoch());
+  const auto epoch_of = [&](std::uint64_t position) {
+    return static_cast<std::uint32_t>(from.epoch + (position + from.skip) / per_epoch);
+  };
+  std::vector<graph::StageStats> at_start = pipe.stats();
+  for (std::uint32_t epoch = from.epoch; epoch < from.epoch + epochs; ++epoch) {
+    const bool went_on = gate.wait_through(epoch);
+    if (!went_on) finish(false);  // the pipeline ended: its report is complete
+    if (!went_on && failure) break;
+    EpochTotals totals = std::exchange(current, EpochTotals{});
+    totals.seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    const std::vector<graph::StageStats> stats = pipe.stats();
+    graph::RunReport& mine = totals.report;
+    mine.stages = stages_between(at_start, stats);
+    mine.elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(totals.seconds));
+    for (graph::SkippedItem& item : went_on ? pipe.skipped_items() : report.skipped_items) {
+      if (epoch_of(item.index) == epoch) mine.skipped_items.push_back(std::move(item));
+    }
+    for (const graph::StageStats& s : mine.stages) mine.skipped += s.skipped;
+    totals.skipped = mine.skipped;
+    totals.skipped_files = name_skips(mine, impl_->input, config);
+    const Limit limit = find_limit(mine.stages, stage, totals.seconds);
+    totals.compute_busy = limit.compute_busy;
+    totals.bottleneck = limit.stage;
+    // Cut by Ctrl-C: batches were dropped unstepped, or the source stopped before the epoch's end.
+    totals.stopped = state.dropped_after_signal.exchange(false) ||
+                     (!went_on && (epoch + 1 < from.epoch + epochs || report.stopped || report.cancelled));
+    mine.stopped = totals.stopped;
+    const bool more = at_end(epoch, totals);
+    if (!more || totals.stopped || !went_on) break;
+    at_start = stats;
+    epoch_start = last_progress = Clock::now();
+    gate.open(epoch + 1);
+  }
+  finish(true);
+  if (failure) std::rethrow_exception(failure);
+  if (!from.trace_file.empty()) pipe.write_trace(from.trace_file);
+  return report;
 }
 
 EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& config, nn::Backend& backend,

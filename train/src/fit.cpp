@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -26,95 +27,104 @@ std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uin
   return position;
 }
 
-// One epoch of fit: the training pass, then the validation pass. The sink runs one batch at a
-// time, so the members the step and the hooks share need no lock.
-class EpochRun {
+// A fit run's training and validation: one training pipeline for all the epochs
+// (ComputePath::run_epochs), and at each epoch's end -- the compute stage holding the next
+// epoch's batches -- the validation pass, the summary, the checkpoints and the callbacks.
+class FitRun {
  public:
-  EpochRun(nn::Trainer& trainer, const FitCallbacks& callbacks, std::int64_t epoch)
-      : trainer_(trainer), callbacks_(callbacks), epoch_(epoch), next_lr_(trainer.lr()) {}
+  FitRun(nn::Trainer& trainer, const FitCallbacks& callbacks, const nodes::DatasetPtr& train_set,
+         const InputConfig& train_input)
+      : trainer_(trainer),
+        callbacks_(callbacks),
+        order_(train_set->size(), {.shuffle = train_input.shuffle, .seed = train_input.seed, .rank = 0, .world = 1}),
+        batch_(train_input.batch_size),
+        next_lr_(trainer.lr()) {}
 
-  // Trains from `from.skip` items into the epoch's order; afterwards position() is the resume point.
-  EpochTotals train(ComputePath& path, const nodes::DatasetPtr& dataset, const InputConfig& input,
-                    const PassStart& from) {
-    position_of_ = positions_in(
-        nodes::EpochOrder(dataset->size(), {.shuffle = input.shuffle, .seed = input.seed, .rank = 0, .world = 1}),
-        from.epoch);
-    position_ = from.skip;
-    const auto batch = input.batch_size;
-    const auto remaining = dataset->size() - std::min(dataset->size(), from.skip);
-    const auto pass_images = static_cast<std::int64_t>(remaining / batch * batch);
-    const PassOptions pass{.stage = "train", .progress = progress(Phase::train, pass_images), .window = {}};
-    return run(Phase::train, path, from, pass, [this](const BatchTensors& t) {
-      const std::int64_t step = trainer_.step();
-      const float lr = trainer_.lr();
-      StepResult r{.loss = trainer_.train_batch(t.images, t.labels)};
-      const bool stepped = trainer_.step() != step;
-      if (stepped && !t.indices.empty()) position_ = position_of_[t.indices.back()] + 1u;
-      next_lr_ = trainer_.lr();
-      if (callbacks_.on_step) {
-        // Called once the step's loss is on the host, with what this step was.
-        r.on_result = [this, steps = trainer_.step(), stepped, lr, position = position_](const StepOutcome& o) {
-          step_done(o, steps, stepped, lr, position);
-        };
-      }
-      return r;
-    });
+  // The training step. It runs in the compute stage, one batch at a time, in order.
+  StepResult train_step(const BatchTensors& t) {
+    if (t.epoch != positions_epoch_) {  // the epoch's first batch: where its items are in its order
+      position_of_ = positions_in(order_, t.epoch);
+      positions_epoch_ = t.epoch;
+    }
+    const std::int64_t step = trainer_.step();
+    const float lr = trainer_.lr();
+    StepResult r{.loss = trainer_.train_batch(t.images, t.labels)};
+    const bool stepped = trainer_.step() != step;
+    if (stepped && !t.indices.empty()) position_ = position_of_[t.indices.back()] + 1u;
+    next_lr_ = trainer_.lr();
+    if (callbacks_.on_step) {
+      // Called once the step's loss is on the host, with what this step was.
+      r.on_result = [this, epoch = t.epoch, steps = trainer_.step(), stepped, lr,
+                     position = position_](const StepOutcome& o) {
+        callbacks_.on_step({.epoch = epoch + 1,
+                            .step = steps,
+                            .stepped = stepped,
+                            .lr = lr,
+                            .loss = o.loss ? o.loss->loss : 0,
+                            .correct = o.loss ? o.loss->correct : 0,
+                            .images = static_cast<std::int64_t>(o.size()),
+                            .position = position});
+      };
+    }
+    return r;
+  }
+
+  StepResult evaluate_step(const BatchTensors& t) {
+    StepResult r;
+    r.loss = trainer_.evaluate_batch(t.images, t.labels, &r.logits);  // top-5 is counted from the logits
+    return r;
+  }
+
+  // A training pass begins: epoch `epoch` (from 0), `skip` items into its order.
+  void begin_training(std::int64_t epoch, std::size_t skip, std::size_t dataset_size) {
+    epoch_ = epoch;
+    position_ = skip;
+    const auto remaining = dataset_size - std::min(dataset_size, skip);
+    pass_images_ = static_cast<std::int64_t>(remaining / batch_ * batch_);
+    if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch + 1, Phase::train);
   }
 
   EpochTotals validate(ComputePath& path, const nodes::DatasetPtr& dataset) {
-    const auto pass_images = static_cast<std::int64_t>(dataset->size());
-    return run(
-        Phase::evaluate, path, {.epoch = static_cast<std::uint32_t>(epoch_), .skip = 0, .trace_file = {}},
-        {.stage = "evaluate", .progress = progress(Phase::evaluate, pass_images), .window = {}},
-        [this](const BatchTensors& t) {
-          StepResult r;
-          r.loss = trainer_.evaluate_batch(t.images, t.labels, &r.logits);  // top-5 is counted from the logits
-          return r;
-        });
-  }
-
-  std::size_t position() const noexcept { return position_; }
-
- private:
-  EpochTotals run(Phase phase, ComputePath& path, const PassStart& from, const PassOptions& pass,
-                  const BatchStep& step) {
-    if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch_ + 1, phase);
-    EpochTotals totals = path.run(step, pass, from);
-    if (callbacks_.on_pass_end) callbacks_.on_pass_end(epoch_ + 1, phase, totals);
+    const std::int64_t epoch = epoch_;
+    if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch + 1, Phase::evaluate);
+    EpochTotals totals = path.run([this](const BatchTensors& t) { return evaluate_step(t); },
+                                  {.stage = "evaluate",
+                                   .progress = progress(Phase::evaluate, static_cast<std::int64_t>(dataset->size())),
+                                   .window = {}},
+                                  {.epoch = static_cast<std::uint32_t>(epoch), .skip = 0, .trace_file = {}});
+    if (callbacks_.on_pass_end) callbacks_.on_pass_end(epoch + 1, Phase::evaluate, totals);
     return totals;
   }
 
+  EpochProgress training_progress() { return progress(Phase::train, -1); }
+  std::size_t position() const noexcept { return position_; }
+
+ private:
+  // pass_images < 0: the training pass's, which changes with the epoch.
   EpochProgress progress(Phase phase, std::int64_t pass_images) {
     if (!callbacks_.on_progress) return {};
     return [this, phase, pass_images](const EpochTotals& t, const graph::Pipeline& pipe) {
       callbacks_.on_progress({.epoch = epoch_ + 1,
                               .phase = phase,
                               .totals = t,
-                              .pass_images = pass_images,
+                              .pass_images = pass_images < 0 ? pass_images_.load() : pass_images,
                               .lr = next_lr_,
                               .pipeline = pipe});
     };
   }
 
-  void step_done(const StepOutcome& o, std::int64_t step, bool stepped, float lr, std::size_t position) {
-    callbacks_.on_step({.epoch = epoch_ + 1,
-                        .step = step,
-                        .stepped = stepped,
-                        .lr = lr,
-                        .loss = o.loss ? o.loss->loss : 0,
-                        .correct = o.loss ? o.loss->correct : 0,
-                        .images = static_cast<std::int64_t>(o.size()),
-                        .position = position});
-  }
-
   nn::Trainer& trainer_;
   const FitCallbacks& callbacks_;
-  std::int64_t epoch_;
+  const nodes::EpochOrder order_;
+  const std::size_t batch_;
+  // The compute stage's (the step's); read by this thread at an epoch's end, while it waits.
   std::vector<std::uint32_t> position_of_;
+  std::uint32_t positions_epoch_ = ~std::uint32_t{0};
   std::size_t position_ = 0;  // where the run is in the epoch's order after the last full optimizer step
-  // The learning rate of the next optimizer step, for the progress callback on the results stage
-  // (the compute stage moves the trainer on meanwhile).
+  // Read by the progress callback on the results stage while the compute stage moves on.
   std::atomic<float> next_lr_;
+  std::atomic<std::int64_t> epoch_ = 0;
+  std::atomic<std::int64_t> pass_images_ = 0;
 };
 
 EpochSummary summarize(std::int64_t epoch, int epochs, EpochTotals train, EpochTotals val) {
@@ -261,16 +271,16 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     return result;
   }
   train_input.seed = options.seed;  // each epoch's order and draws: functions of (seed, epoch, item)
-  // The pools, device slots and buffers of both passes, made once for the whole run.
+  // The pools, device slots and buffers of both passes, made once for the whole run; one
+  // training pipeline for all the epochs.
   ComputePath train_path(train_set, train_input, trainer.backend());
   std::optional<ComputePath> val_path;
   if (val_set) val_path.emplace(val_set, val_input, trainer.backend());
-  for (std::int64_t epoch = first_epoch; epoch < options.epochs && !result.interrupted; ++epoch) {
-    const PassStart from{.epoch = static_cast<std::uint32_t>(epoch),
-                         .skip = epoch == first_epoch ? resume : 0,
-                         .trace_file = epoch == first_epoch ? options.trace_file : fs::path()};
-    EpochRun run(trainer, callbacks, epoch);
-    EpochTotals train_totals = run.train(train_path, train_set, train_input, from);
+  FitRun run(trainer, callbacks, train_set, train_input);
+  run.begin_training(first_epoch, resume, train_set->size());
+  const auto at_epoch_end = [&](std::uint32_t e, EpochTotals& train_totals) {
+    const auto epoch = static_cast<std::int64_t>(e);
+    if (callbacks.on_pass_end) callbacks.on_pass_end(epoch + 1, Phase::train, train_totals);
     EpochTotals val_totals;
     if (val_path && !train_totals.stopped) val_totals = run.validate(*val_path, val_set);
 
@@ -288,9 +298,16 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     accumulate(result, summary, options.max_listed_skips);
     if (callbacks.on_epoch && !callbacks.on_epoch(summary) && !summary.interrupted) {
       result.stopped_early = epoch + 1 < options.epochs;
-      break;
+      return false;
     }
-  }
+    if (summary.interrupted) return false;
+    if (epoch + 1 < options.epochs) run.begin_training(epoch + 1, 0, train_set->size());
+    return true;
+  };
+  train_path.run_epochs([&run](const BatchTensors& t) { return run.train_step(t); },
+                        {.stage = "train", .progress = run.training_progress(), .window = {}},
+                        {.epoch = static_cast<std::uint32_t>(first_epoch), .skip = resume, .trace_file = options.trace_file},
+                        static_cast<std::uint32_t>(options.epochs - first_epoch), at_epoch_end);
   result.epochs = trainer.epoch();
   return result;
 }

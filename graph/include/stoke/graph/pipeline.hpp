@@ -109,6 +109,9 @@ class Pipeline {
   /// A consistent-per-stage snapshot of every stage, in pipeline order. Any thread, any time.
   std::vector<StageStats> stats() const;
   std::vector<std::string> stage_names() const;
+  /// The items skipped so far (the first PipelineOptions::max_listed_skips), as RunReport lists
+  /// them. Any thread, any time.
+  std::vector<SkippedItem> skipped_items() const;
 
   /// Writes the recorded spans (PipelineOptions::trace) as Chrome trace JSON, for Perfetto or
   /// chrome://tracing. Throws std::runtime_error naming the path if it cannot be written.

@@ -36,6 +36,7 @@ struct BatchTensors {
   nn::Tensor labels;
   std::span<const std::uint64_t> indices;  ///< the items' dataset indices (host memory)
   gpu::TensorView raw{};
+  std::uint32_t epoch = 0;  ///< the epoch the batch's items belong to
 };
 
 /// What one pass over a dataset measured.
@@ -159,6 +160,22 @@ class ComputePath {
   /// One pass, as run_epoch describes, from `start`. Throws std::logic_error when called while
   /// another pass runs.
   EpochTotals run(const BatchStep& step, const PassOptions& options = {}, const PassStart& start = {});
+
+  /// Called by run_epochs, on its caller's thread, when an epoch's last batch has been read back:
+  /// the epoch and its totals (report and skipped_files stay empty: they are the run's). The
+  /// compute stage holds the next epoch's batches until it returns, so the model does not move
+  /// meanwhile -- validate, checkpoint, report here -- while the input stages go on preparing them
+  /// within their bounds. Return false to end the run after this epoch.
+  using EpochEnd = std::function<bool(std::uint32_t epoch, EpochTotals& totals)>;
+
+  /// `epochs` epochs from `start` through one pipeline that lives for all of them (not a pipeline
+  /// per epoch), each epoch's batches stepped only after the previous epoch's `at_end` returned.
+  /// The pipeline runs on a thread of its own; this thread waits for the epochs' ends. An epoch
+  /// cut by Ctrl-C (graph::SignalStop) has totals.stopped set and ends the run. Returns the
+  /// pipeline's report; rethrows what the pipeline or `at_end` threw, after the pipeline ended.
+  /// options.window is not supported here (run() has it).
+  graph::RunReport run_epochs(const BatchStep& step, const PassOptions& options, const PassStart& start,
+                              std::uint32_t epochs, const EpochEnd& at_end);
 
  private:
   struct Impl;

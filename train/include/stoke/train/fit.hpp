@@ -76,13 +76,14 @@ struct FitOptions {
   /// Shuffling and augmentation: epoch e's order and each item's draws are functions of
   /// (seed, e, item) (nodes::EpochOrder, ItemRng), computed by the library.
   std::uint64_t seed = 0;
-  /// The training pipeline (see training_input in recipe.hpp). fit sets, per epoch, its seed and
-  /// start position, and its trace file (`trace_file` in the first epoch only); its sink stage is
-  /// "train" and it keeps whole batches only (drop_last).
+  /// The training pipeline (see training_input in recipe.hpp): one for all the epochs, from the
+  /// trainer's epoch and resume position; its compute stage is "train" and it keeps whole batches
+  /// only (drop_last).
   InputConfig train_input{};
   /// The validation pipeline (see evaluation_input); its sink stage is "evaluate".
   InputConfig val_input{};
-  /// A Chrome trace of the first epoch's training pass. Empty: none.
+  /// A Chrome trace of the training pipeline (all its epochs, up to
+  /// PipelineOptions::max_trace_spans spans). Empty: none.
   std::filesystem::path trace_file{};
   /// Saved with every checkpoint (e.g. to_metadata(card)), together with the epoch position.
   std::map<std::string, std::string> metadata{};
@@ -194,8 +195,10 @@ std::size_t resume_position(const nn::Trainer& trainer, const std::string& check
 
 /// Trains `trainer` on `train_set` from epoch trainer.epoch() (and resume_position(trainer) inside
 /// it) to options.epochs: each epoch a training pass, then a validation pass on `val_set` (null:
-/// none), trainer.set_epoch, the checkpoint policy's files, on_epoch. Both passes run through a
-/// ComputePath made once for the run (pools, device slots and buffers are not made again). A Ctrl-C under a
+/// none), trainer.set_epoch, the checkpoint policy's files, on_epoch. The training passes are one
+/// pipeline for the whole run (ComputePath::run_epochs): at each epoch's end its compute stage
+/// holds the next epoch's batches until validation, checkpoints and callbacks are done, while its
+/// input stages prepare them. Validation runs through a second ComputePath, made once too. A Ctrl-C under a
 /// graph::SignalStop (installed by the caller) ends the run after the current step: the epoch's
 /// checkpoint still holds the position, and a later fit on the restored trainer continues at the
 /// next batch with the same batches, as if never interrupted. Each batch of a seeded run is the
