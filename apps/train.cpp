@@ -234,7 +234,7 @@ int train(int argc, char** argv) {
   FitCallbacks callbacks;
   callbacks.on_progress = [&](const FitProgress& p) {
     if (p.phase != Phase::train) return;
-    const Limit limit = find_limit(p.pipeline.stats(), "train", p.totals.seconds);
+    const Limit limit = find_limit(p.totals.report.stages, "train", p.totals.seconds);  // this epoch's
     char suffix[160];
     std::snprintf(suffix, sizeof suffix, "%s busy %.0f%% (limit: %s)", busy_name,
                   100 * gpu_busy().value_or(limit.compute_busy), limit.stage.empty() ? "-" : limit.stage.c_str());

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <stoke/nodes/allocator.hpp>
 #include <stoke/nodes/normalize.hpp>
 #include <vector>
@@ -196,6 +198,42 @@ TEST_F(RunEpoch, RunEpochsPassesOnWhatTheEpochsEndThrows) {
                                {.stage = "train", .progress = {}, .window = {}}, {}, 2,
                                [&](std::uint32_t, EpochTotals&) -> bool { throw std::runtime_error("disk full"); }),
                std::runtime_error);
+}
+
+}  // namespace
+}  // namespace stoke::train
+
+namespace stoke::train {
+namespace {
+
+// Progress during a later epoch of run_epochs sees that epoch's stage stats, not the run's.
+TEST_F(RunEpoch, RunEpochsProgressCountsTheEpochsOwnWork) {
+  ComputePath path(dataset_, config_, gpu::Device::cpu(), gpu::StreamView::host());
+  std::uint32_t epoch = 0;
+  std::uint64_t most_in_second_epoch = 0, least_in_second_epoch = 100;
+  int calls_in_second_epoch = 0;
+  path.run_epochs(
+      [&](const BatchTensors& t) {
+        epoch = t.epoch;
+        std::this_thread::sleep_for(std::chrono::milliseconds(120));  // 4 steps: about 0.5 s per epoch
+        return StepResult{};
+      },
+      {.stage = "train",
+       .progress =
+           [&](const EpochTotals& totals, const graph::Pipeline&) {
+             if (epoch != 1) return;
+             ++calls_in_second_epoch;
+             for (const graph::StageStats& s : totals.report.stages)
+               if (s.name == "train") {
+                 most_in_second_epoch = std::max(most_in_second_epoch, s.items_out);
+                 least_in_second_epoch = std::min(least_in_second_epoch, s.items_out);
+               }
+           },
+       .window = {}},
+      {}, 2, [](std::uint32_t, EpochTotals&) { return true; });
+  ASSERT_GT(calls_in_second_epoch, 0);
+  EXPECT_LE(most_in_second_epoch, 4u);  // the run's figure would count the first epoch's 4 too
+  EXPECT_GE(least_in_second_epoch, 1u);  // called from the results stage: a batch of it is through
 }
 
 }  // namespace

@@ -366,6 +366,7 @@ EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, 
         if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
           last_progress = Clock::now();
           totals.seconds = w.open ? w.seconds() : std::chrono::duration<double>(last_progress - start).count();
+          totals.report.stages = pipe.stats();
           options.progress(totals, pipe);
         }
       });
@@ -402,6 +403,7 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
   EpochTotals current;
   auto epoch_start = Clock::now();
   auto last_progress = epoch_start;
+  std::vector<graph::StageStats> at_start;  // the stats when the epoch began
   impl_->add_input_stages(pipe, config)
       .async<gpu::DeviceBatch>(
           "epoch-gate",
@@ -416,6 +418,7 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
         if (options.progress && Clock::now() - last_progress > std::chrono::milliseconds(250)) {
           last_progress = Clock::now();
           current.seconds = std::chrono::duration<double>(last_progress - epoch_start).count();
+          current.report.stages = stages_between(at_start, pipe.stats());  // this epoch's so far
           options.progress(current, pipe);
         }
         gate.finished(epoch);
@@ -423,6 +426,7 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
 
   graph::RunReport report;
   std::exception_ptr failure;
+  at_start = pipe.stats();
   std::thread runner([&] {
     try {
       report = pipe.run();
@@ -451,12 +455,12 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
   const auto epoch_of = [&](std::uint64_t position) {
     return static_cast<std::uint32_t>(from.epoch + (position + from.skip) / per_epoch);
   };
-  std::vector<graph::StageStats> at_start = pipe.stats();
   for (std::uint32_t epoch = from.epoch; epoch < from.epoch + epochs; ++epoch) {
     const bool went_on = gate.wait_through(epoch);
     if (!went_on) finish(false);  // the pipeline ended: its report is complete
     if (!went_on && failure) break;
     EpochTotals totals = std::exchange(current, EpochTotals{});
+    totals.report = {};
     totals.seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     const std::vector<graph::StageStats> stats = pipe.stats();
     graph::RunReport& mine = totals.report;

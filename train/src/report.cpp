@@ -265,7 +265,7 @@ FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecord
     if (state->inner.on_pass_begin) state->inner.on_pass_begin(epoch, phase);
   };
   out.on_progress = [state](const FitProgress& p) {
-    state->recorder.sample(state->now(), p.totals.images, p.pipeline.stats(), state->gpu_busy());
+    state->recorder.sample(state->now(), p.totals.images, p.totals.report.stages, state->gpu_busy());  // the pass's own
     if (state->inner.on_progress) state->inner.on_progress(p);
   };
   out.on_pass_end = [state](std::int64_t epoch, Phase phase, const EpochTotals& totals) {

@@ -82,8 +82,9 @@ struct StepResult {
 /// the backend's stream (reading a result there would make a pipeline thread wait for the GPU).
 using BatchStep = std::function<StepResult(const BatchTensors&)>;
 
-/// Called from the results stage about every 250 ms with the totals so far and the running
-/// pipeline (Pipeline::stats() is safe from there).
+/// Called from the results stage about every 250 ms with the totals so far -- totals.report.stages
+/// holding the stages' work in this pass (in ComputePath::run_epochs: in this epoch) -- and the
+/// running pipeline (Pipeline::stats() is safe from there; its figures count from its start).
 using EpochProgress = std::function<void(const EpochTotals&, const graph::Pipeline&)>;
 
 /// A steady-state measurement for run_epoch: the first `warmup_batches` batches go through the

@@ -79,11 +79,13 @@ class RunRecorder {
   explicit RunRecorder(std::size_t max_samples = 4000, std::size_t max_moves = 5000, std::size_t max_skips = 1000);
 
   /// Starts a phase ("train", "evaluate") of epoch `epoch` (from 1) at `seconds` from the run's
-  /// start. Each phase runs a new pipeline: its counters start again from zero.
+  /// start. Each phase's counters start again from zero (a new pipeline, or a pass's own stats:
+  /// record_fit gives the stages' work since the pass began, EpochTotals::report.stages).
   void begin_phase(double seconds, int epoch, std::string phase);
 
   /// Records the interval since the previous sample (or the phase's start) from the pipeline's
-  /// snapshot: cumulative per-stage times, as Pipeline::stats() returns them, and the images done
+  /// snapshot: per-stage times since the phase began (Pipeline::stats() of a pipeline made for the
+  /// phase, or a pass's EpochTotals::report.stages), and the images done
   /// in this phase so far. `gpu_busy`: the GPU's utilization 0..1 when known (NVML). A sample not
   /// later than the previous one is ignored; one before any begin_phase() opens a phase "run".
   /// Called from inside the sink's body (as run_epoch's progress callback is), the sink's busy
