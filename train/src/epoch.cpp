@@ -210,15 +210,9 @@ struct WindowState {
       pipe.cancel();  // what is still queued would not be counted: drop it rather than drain it
     }
   }
-  // Each stage's busy time within the window.
+  // What each stage did within the window.
   std::vector<graph::StageStats> stages(const graph::RunReport& report) const {
-    std::vector<graph::StageStats> out = done ? at_end : report.stages;
-    for (graph::StageStats& s : out) {
-      for (const graph::StageStats& b : at_start) {
-        if (b.name == s.name) s.busy -= b.busy;
-      }
-    }
-    return out;
+    return stages_between(at_start, done ? at_end : report.stages);
   }
 };
 

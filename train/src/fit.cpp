@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "stoke/train/metrics.hpp"
 
 namespace stoke::train {
 
