@@ -69,6 +69,11 @@ void Runtime::set_max_in_flight(std::size_t limit) noexcept {
   if (source_waiting_.load() && source_waiting_.exchange(false) && source_) source_->wake();
 }
 
+void Runtime::cancel() noexcept {
+  cancel_.store(true);
+  for (StageBase* stage : gated_) stage->wake();
+}
+
 void Runtime::fail(StageError error) {
   {
     std::lock_guard lock(impl_->mutex);

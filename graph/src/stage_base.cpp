@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "stoke/graph/errors.hpp"
@@ -31,7 +32,21 @@ StageBase::StageBase(Runtime& runtime, std::string name, StageKind kind, StageOp
       limit_(options_.concurrency.initial),
       capacity_(default_capacity(options_)) {}
 
-StageBase::~StageBase() = default;
+StageBase::~StageBase() {
+  if (doorbell_) doorbell_->disconnect();
+}
+
+void StageBase::make_gated() {
+  gated_ = true;
+  doorbell_ = std::make_shared<Doorbell>();
+  doorbell_->stage.store(this);
+  wake_.emplace(doorbell_);
+}
+
+void Doorbell::disconnect() noexcept {
+  stage.store(nullptr);
+  while (ringing.load() != 0) std::this_thread::yield();
+}
 
 void StageBase::wire(const Wiring& wiring) { wiring_ = wiring; }
 
@@ -41,6 +56,7 @@ std::size_t next_counter_slot() noexcept {
 }
 
 void StageBase::start(Runtime& runtime) {
+  if (gated_) runtime.add_gated(this);
   std::lock_guard<tbb::spin_mutex> lock(mutex_);
   running_ = true;
   since_ = runtime.started_ticks();
@@ -63,12 +79,18 @@ void StageBase::spawn(int tasks) {
 
 void StageBase::wake() {
   int tasks = 0;
+  bool done = false;
+  std::optional<tbb::task_handle> hold;  // let go of only once the tasks it kept room for exist
   {
     Locked lock(*this);
     blocked_.store(false);
+    hold.swap(gate_hold_);
     tasks = plan_spawns_locked();
+    // A gated stage may have had nothing left but a flush its gate held back.
+    done = gated_ && tasks == 0 && finish_ready_locked();
   }
   spawn(tasks);
+  if (done) finish();
 }
 
 bool StageBase::room_or_park_locked() {
@@ -156,3 +178,16 @@ StageStats StageBase::stats() const {
 }
 
 }  // namespace stoke::graph::detail
+
+namespace stoke::graph {
+
+void Wake::operator()() const noexcept {
+  if (!bell_) return;
+  // Counted before the stage is read, so that disconnect() either sees this ring and waits for
+  // it, or has cleared the stage before it is read.
+  bell_->ringing.fetch_add(1);
+  if (detail::StageBase* stage = bell_->stage.load()) stage->wake();
+  bell_->ringing.fetch_sub(1);
+}
+
+}  // namespace stoke::graph

@@ -1,6 +1,7 @@
 #include "stoke/nodes/batch_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <utility>
@@ -43,6 +44,7 @@ class PoolState {
     }
     // Handed out from the back: slot 0 first, and the most recently returned (cache-warm) next.
     for (std::size_t i = count; i-- > 0;) free.push_back(&slots[i]);
+    free_count.store(free.size());
   }
 
   PoolState(const PoolState&) = delete;
@@ -53,6 +55,7 @@ class PoolState {
   BatchSlot* take_locked() {
     BatchSlot* slot = free.back();
     free.pop_back();
+    free_count.store(free.size(), std::memory_order_release);
     slot->size = 0;
     slot->epoch = 0;
     ++acquired;
@@ -66,11 +69,26 @@ class PoolState {
   }
 
   void release(BatchSlot& slot) noexcept {
+    std::vector<graph::Wake> ring;
     {
       std::lock_guard lock(mutex);
       free.push_back(&slot);
+      free_count.store(free.size(), std::memory_order_release);
+      if (!waiting_stages.empty()) waited += std::chrono::steady_clock::now() - stages_waiting_since;
+      ring.swap(waiting_stages);
     }
     available.notify_one();
+    for (const graph::Wake& wake : ring) wake();
+  }
+
+  /// The waiting stages, rung at once (close() and the first slot back ring them all).
+  void ring_all() noexcept {
+    std::vector<graph::Wake> ring;
+    {
+      std::lock_guard lock(mutex);
+      ring.swap(waiting_stages);
+    }
+    for (const graph::Wake& wake : ring) wake();
   }
 
   const BatchShape shape;
@@ -83,6 +101,9 @@ class PoolState {
   mutable std::mutex mutex;
   std::condition_variable available;
   std::vector<BatchSlot*> free;        // guarded by mutex
+  std::atomic<std::size_t> free_count{0};        // free.size(), readable without the lock
+  std::vector<graph::Wake> waiting_stages;       // guarded by mutex: to ring when a slot is back
+  std::chrono::steady_clock::time_point stages_waiting_since;  // guarded by mutex
   bool closed = false;                 // guarded by mutex
   std::size_t peak_in_use = 0;         // guarded by mutex
   std::uint64_t acquired = 0;          // guarded by mutex
@@ -144,12 +165,26 @@ std::optional<Batch> BatchPool::acquire_for(std::chrono::nanoseconds timeout) {
   return Batch(state_, state_->take_locked(), &state_->shape);
 }
 
+bool BatchPool::ready(const graph::Wake& wake) {
+  if (state_->free_count.load(std::memory_order_acquire) > 0) return true;  // the usual case: no lock
+  std::lock_guard lock(state_->mutex);
+  if (state_->closed || !state_->free.empty()) return true;
+  auto& waiting = state_->waiting_stages;
+  if (std::find(waiting.begin(), waiting.end(), wake) == waiting.end()) {
+    if (waiting.empty()) state_->stages_waiting_since = std::chrono::steady_clock::now();
+    waiting.push_back(wake);
+    ++state_->waits;  // a stage parks: counted as one wait, timed until a slot comes back
+  }
+  return false;
+}
+
 void BatchPool::close() noexcept {
   {
     std::lock_guard lock(state_->mutex);
     state_->closed = true;
   }
   state_->available.notify_all();
+  state_->ring_all();
 }
 
 bool BatchPool::closed() const noexcept {

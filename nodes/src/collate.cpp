@@ -82,6 +82,17 @@ void Collate::operator()(Image image, graph::Emitter<Batch>& out) {
 
 void Collate::flush(graph::Emitter<Batch>& out) { complete(out); }
 
+bool Collate::ready(const graph::Wake& wake) {
+  // The next item takes a slot when it completes a batch, or when it starts a new epoch and so
+  // completes the pending partial one (which drop_last drops instead).
+  const bool may_take = pending_.size() + 1 >= pool_.shape().batch_size || (!pending_.empty() && !options_.drop_last);
+  return !may_take || pool_.ready(wake);
+}
+
+bool Collate::ready_to_flush(const graph::Wake& wake) {
+  return pending_.empty() || options_.drop_last || pool_.ready(wake);
+}
+
 void Collate::complete(graph::Emitter<Batch>& out) {
   if (pending_.empty()) return;
   if (pending_.size() < pool_.shape().batch_size && options_.drop_last) {

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
+#include <mutex>
 #include <optional>
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/nodes/batch_pool.hpp>
@@ -364,8 +366,44 @@ std::string thrower_name(const ::testing::TestParamInfo<Thrower>& param) {
 }
 INSTANTIATE_TEST_SUITE_P(Stages, CollateFailure, ::testing::Values(Thrower::augment, Thrower::sink), thrower_name);
 
+// The batch stage waits for a slot without its thread. Before it did, this deadlocked: "hold"
+// keeps each batch until the source's next call hands it on, so the sink's task is queued on the
+// one pipeline thread while the batch stage, on that thread, waited in acquire() for its slot.
+TEST(CollateInPipeline, OneThreadAndOneSlotCannotDeadlock) {
+  BatchPool pool(BatchShape{.batch_size = 4, .height = H, .width = W}, 1);
+  std::vector<std::pair<Batch, graph::Completion<Batch>>> held;  // touched on the one thread only
+  std::vector<std::uint64_t> seen;
+  graph::Pipeline pipe({.max_in_flight = 16, .threads = 1});
+  pipe.source("images",
+              [&, next = image_source(42)]() mutable {
+                for (auto& [batch, done] : held) done(std::move(batch));
+                held.clear();
+                return next();
+              })
+      .emit<Batch>("batch", Collate(pool), Collate::stage_options())
+      .async<Batch>("hold",
+                    [&](Batch batch, graph::Completion<Batch> done) {
+                      if (batch.full())
+                        held.emplace_back(std::move(batch), std::move(done));
+                      else
+                        done(std::move(batch));  // the final partial batch: the source has ended
+                    })
+      .sink("collect", [&](Batch batch) {
+        for (std::size_t i = 0; i < batch.size(); ++i) seen.push_back(batch.indices()[i]);
+      });
+  auto run = std::async(std::launch::async, [&] { return pipe.run(); });
+  const bool finished = run.wait_for(60s) == std::future_status::ready;
+  if (!finished) pool.close();  // unblocks a waiting acquire(), so that the test can end
+  run.wait();
+  ASSERT_TRUE(finished) << "the pipeline deadlocked on its one batch slot";
+  EXPECT_NO_THROW(run.get());
+  ASSERT_EQ(seen.size(), 42u);
+  for (std::uint64_t i = 0; i < 42; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_GT(pool.stats().waits, 0u) << "the stage never had to wait: the test did not test anything";
+}
+
 // A consumer that keeps every batch starves the pool; closing the pool turns the batch stage's
-// endless wait into an error, and run() returns instead of hanging.
+// endless wait (parked, without a thread) into an error, and run() returns instead of hanging.
 TEST(CollateInPipeline, ClosingThePoolEndsARunBlockedOnIt) {
   BatchPool pool(BatchShape{.batch_size = 4, .height = H, .width = W}, 2);
   std::vector<Batch> kept;

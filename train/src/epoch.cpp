@@ -218,17 +218,20 @@ struct WindowState {
 
 using ComputeFn = std::function<Readback(gpu::DeviceBatch&, gpu::StreamView)>;
 
-// The to-device stage holds up to two host batches: one queued in front of it, one crossing.
-// Without those two slots the batch stage could wait for a slot inside a oneTBB task that the
-// train step's own parallel loops stole -- on the thread whose step would free the slot.
+// The to-device stage's input queue: one batch waits in front of it (the copy engine keeps up).
 constexpr std::size_t to_device_queue = 1;
+
+// Host batches the stages after the batch stage hold besides the prefetch queue: the to-device
+// stage one queued in front of it and one crossing, run_epochs's epoch gate one queued and one
+// held. Throughput only: with fewer slots the batch stage parks more often (without a thread; it
+// cannot deadlock), and the copies of the next batches would wait for the step.
+constexpr std::size_t held_after_batching = to_device_queue + 1 + 2;
 
 InputConfig path_config(const InputConfig& config, gpu::Device device) {
   InputConfig out = config;
   out.convert_on_device = true;
   if (!device.is_cpu()) out.allocator = gpu::batch_allocator(device);
-  // ... and run_epochs's epoch gate two more: one queued in front of it, one held there.
-  out.extra_slots += to_device_queue + 1 + 2;
+  out.extra_slots += held_after_batching;
   return out;
 }
 

@@ -132,8 +132,8 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle, .seed = config.seed});
   // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
   // consumer's hands (Collate takes a slot only once a batch is complete), plus what the caller's
-  // stages in between hold. With that many the batch stage never waits for a slot: the graph's
-  // backpressure stops it first.
+  // stages in between hold. With that many the batch stage seldom waits for a slot (the graph's
+  // backpressure stops it first); when it does, it parks without a thread.
   nodes::BatchPool pool(shape, config.prefetch + 2 + config.extra_slots, config.allocator);
   return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options, convert};
 }

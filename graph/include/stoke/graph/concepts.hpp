@@ -7,6 +7,7 @@
 
 #include "stoke/graph/completion.hpp"
 #include "stoke/graph/emitter.hpp"
+#include "stoke/graph/wake.hpp"
 
 namespace stoke::graph {
 
@@ -50,6 +51,23 @@ concept AsyncBody =
 template <class F, class Out>
 concept Flushable = requires(F& f, Emitter<Out>& out) {
   f.flush(out);
+};
+
+/// A body that needs more than an input to run (see wake.hpp): the stage starts a call only while
+/// `ready(wake)` is true. When it returns false, the body (or the resource it asked) keeps `wake`
+/// and rings it once it may be true again; until then the stage parks without a thread. ready()
+/// is called under the stage's lock, between the body's calls for a serial stage (alongside them
+/// for a parallel one), and must not call into the pipeline.
+template <class F>
+concept Gated = requires(F& f, const Wake& wake) {
+  { f.ready(wake) } -> std::same_as<bool>;
+};
+
+/// A gated body whose flush() needs the resource too: the stage finishes (calls flush()) only once
+/// `ready_to_flush(wake)` is true. Without it, flush() is not gated.
+template <class F>
+concept GatedFlush = Gated<F> && requires(F& f, const Wake& wake) {
+  { f.ready_to_flush(wake) } -> std::same_as<bool>;
 };
 
 /// `void(In)`: consumes items at the end of the pipeline.

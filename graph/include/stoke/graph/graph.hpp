@@ -10,3 +10,4 @@
 #include "stoke/graph/pipeline.hpp"
 #include "stoke/graph/signal.hpp"
 #include "stoke/graph/stats.hpp"
+#include "stoke/graph/wake.hpp"

@@ -3,7 +3,8 @@
 // bytes_per_slot), whatever the dataset's size.
 //
 //   stoke::nodes::BatchPool pool({.batch_size = 64, .height = 224, .width = 224}, 4);
-//   stoke::nodes::Batch batch = pool.acquire();  // blocks while all 4 are in use
+//   stoke::nodes::Batch batch = pool.acquire();  // blocks while all 4 are in use (a pipeline's
+//                                                 // batch stage parks instead: see ready())
 //   ...                                           // fill, hand downstream
 //   // ~Batch gives the slot back
 #pragma once
@@ -16,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "stoke/graph/wake.hpp"
 #include "stoke/nodes/allocator.hpp"
 #include "stoke/nodes/batch.hpp"
 
@@ -34,8 +36,9 @@ struct BatchPoolStats {
   std::size_t in_use = 0;              ///< slots - free
   std::size_t peak_in_use = 0;         ///< the most slots ever held at once
   std::uint64_t acquired = 0;          ///< successful acquisitions
-  std::uint64_t waits = 0;             ///< acquisitions that found no free slot and had to wait
-  std::chrono::nanoseconds waited{0};  ///< total time spent waiting for a slot
+  /// Acquisitions that found no free slot and had to wait, and stages that parked (ready()).
+  std::uint64_t waits = 0;
+  std::chrono::nanoseconds waited{0};  ///< total time spent waiting for a slot (threads or stages)
   std::size_t bytes_per_slot = 0;      ///< pixel data + labels + indices, with alignment padding
   bool closed = false;
 };
@@ -63,6 +66,11 @@ class BatchPool {
   Batch acquire();
   /// A free slot, or nullopt at once when none is. Throws PoolClosed when closed.
   std::optional<Batch> try_acquire();
+  /// For a gated stage body (stoke::graph::Gated): true when a slot is free (or the pool is
+  /// closed, so that acquire() throws rather than waits). Otherwise keeps `wake` and rings it once
+  /// a slot comes back: the stage parks without a thread in the meantime. A stage that is the
+  /// pool's only taker and asks before each acquire() never waits in acquire().
+  bool ready(const graph::Wake& wake);
   /// A free slot, or nullopt when none came free within `timeout`. Throws PoolClosed when closed.
   std::optional<Batch> acquire_for(std::chrono::nanoseconds timeout);
 

@@ -18,6 +18,7 @@
 
 #include "stoke/graph/emitter.hpp"
 #include "stoke/graph/options.hpp"
+#include "stoke/graph/wake.hpp"
 #include "stoke/nodes/batch.hpp"
 #include "stoke/nodes/batch_pool.hpp"
 #include "stoke/nodes/image.hpp"
@@ -47,16 +48,19 @@ struct CollateOptions {
 /// - Each Image is checked on arrival (check_fits); a misfit is an error naming the item, which
 ///   the stage's OnError policy turns into a failed run or a skipped item.
 /// - A batch is emitted as soon as batch_size items have arrived: Collate then takes a slot from
-///   the pool (blocking while none is free: that is the pipeline's backpressure) and copies the
-///   items into it. Items wait as Images, not in a slot, so a pool slot is held only by batches
-///   that are complete, and a cancelled run leaves every slot in the pool.
+///   the pool and copies the items into it. Items wait as Images, not in a slot, so a pool slot
+///   is held only by batches that are complete, and a cancelled run leaves every slot in the pool.
+/// - The stage never waits for a slot on a thread: Collate is a gated body (graph::Gated), and
+///   while the pool has no free slot for the item that would need one, the stage parks and the
+///   slot's return wakes it. That is the pipeline's backpressure, and it cannot deadlock however
+///   few slots or threads there are, or whatever the stages downstream hold.
 /// - Batches do not span epochs: an item of a new epoch completes the previous epoch's partial
 ///   batch first (emitted, or dropped with drop_last), as a per-epoch DataLoader would.
 /// - flush() (called by the stage after the last input) emits the final partial batch.
 ///
-/// Not thread-safe: one call at a time, which a serial stage guarantees. With a pipeline of a
-/// single thread, the pool needs more slots than batches can wait downstream, or acquire() would
-/// wait for a consumer that cannot run; give the pipeline at least 2 threads.
+/// Not thread-safe: one call at a time, which a serial stage guarantees. It must be the pool's
+/// only taker within the pipeline: another stage taking slots of the same pool could leave it
+/// waiting in acquire() (on a thread) after ready() said yes.
 class Collate {
  public:
   /// Throws std::invalid_argument when the pool's shape has other than 3 channels (Images are RGB).
@@ -66,6 +70,11 @@ class Collate {
   void operator()(Image image, graph::Emitter<Batch>& out);
   /// Emits the partial batch, if any (nothing with drop_last).
   void flush(graph::Emitter<Batch>& out);
+  /// The gate (graph::Gated): true unless the next item may need a slot and none is free, in
+  /// which case the pool rings `wake` when one comes back.
+  bool ready(const graph::Wake& wake);
+  /// Likewise for flush(): true unless a partial batch is to be emitted and no slot is free.
+  bool ready_to_flush(const graph::Wake& wake);
 
   /// The options the stage must run with: serial and ordered.
   static constexpr graph::StageOptions stage_options() noexcept {

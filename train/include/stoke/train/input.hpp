@@ -63,8 +63,9 @@ struct InputConfig {
   std::optional<graph::Concurrency> decode_concurrency{};
   std::size_t prefetch = 4;  ///< batches queued for the consumer (also the pool's spare slots)
   /// Batches that stages the caller puts between the batch stage and its consumer may hold at
-  /// once (queued and in hand), added to the pool: the batch stage must never wait for a slot,
-  /// since a oneTBB thread blocked there may be the one holding the slot that would free it.
+  /// once (queued and in hand), added to the pool so that the prefetch depth stays what it says.
+  /// Throughput only: whatever the pool's size, the batch stage waits for a slot without a
+  /// thread (nodes::Collate is a gated body), so no stage downstream can make it deadlock.
   std::size_t extra_slots = 0;
   std::uint32_t epochs = 1;  ///< 0: repeat until stopped
   /// The number of the first epoch (from 0). Each epoch's order and every item's augmentation are

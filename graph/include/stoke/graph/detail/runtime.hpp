@@ -59,7 +59,10 @@ class Runtime {
   /// The source ended because of stop() or cancel(), not at the end of its stream.
   void note_cut_short() noexcept { cut_short_.store(true); }
   bool cut_short() const noexcept { return cut_short_.load(); }
-  void cancel() noexcept { cancel_.store(true); }
+  /// Cancels the run, and wakes the gated stages (a parked one would not look at the flag).
+  void cancel() noexcept;
+  /// A stage with a gated body, to wake on cancel(); called before the run starts.
+  void add_gated(StageBase* stage) { gated_.push_back(stage); }
   /// Records the first failure and cancels the run.
   void fail(StageError error);
   void record_skip(std::string_view stage, std::uint64_t index, std::string reason);
@@ -98,6 +101,7 @@ class Runtime {
   PipelineOptions options_;
   std::unique_ptr<Impl> impl_;
   StageBase* source_ = nullptr;
+  std::vector<StageBase*> gated_;
   std::atomic<std::size_t> in_flight_{0};
   std::atomic<std::size_t> max_in_flight_;
   std::atomic<bool> source_waiting_{false};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <oneapi/tbb/spin_mutex.h>
+#include <oneapi/tbb/task_group.h>
 
 #include <atomic>
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "stoke/graph/detail/clock.hpp"
@@ -19,6 +21,7 @@
 #include "stoke/graph/detail/sharded_counter.hpp"
 #include "stoke/graph/options.hpp"
 #include "stoke/graph/stats.hpp"
+#include "stoke/graph/wake.hpp"
 
 namespace stoke::graph::detail {
 
@@ -111,8 +114,24 @@ class StageBase {
   /// True once, when the input is closed and nothing is left to do (called locked).
   bool finish_ready_locked() {
     if (!input_closed_ || finishing_ || active_ != 0 || queued_locked() != 0) return false;
+    if (gated_ && !runtime_.cancelled() && !gate_open_flag_locked(true)) return false;
     finishing_ = true;
     return true;
+  }
+
+  /// A gated body (concepts.hpp): the typed stage calls make_gated() in its constructor and
+  /// answers gate_open_locked() from the body's ready() (flush: ready_to_flush()).
+  void make_gated();
+  const Wake& wake_handle() const noexcept { return *wake_; }
+  virtual bool gate_open_locked(bool /*flush*/) { return true; }
+  /// The gate lets a call start (always, for a body without one). Called locked, while running.
+  bool gate_locked() { return !gated_ || gate_open_flag_locked(false); }
+  /// Asks the body's gate; while it is closed, the stage holds the run open (Runtime::hold())
+  /// until the ring (or a cancel) wakes it.
+  bool gate_open_flag_locked(bool flush) {
+    if (gate_open_locked(flush)) return true;
+    if (!gate_hold_) gate_hold_.emplace(runtime_.hold());
+    return false;
   }
   void finish();
 
@@ -145,6 +164,10 @@ class StageBase {
   std::atomic<std::size_t> ready_{0};  // claimable items in the input buffer
   std::atomic<std::size_t> capacity_;
   std::atomic<bool> blocked_{false};  // parked for lack of room downstream
+  bool gated_ = false;                // the body has ready(): see make_gated()
+  std::shared_ptr<Doorbell> doorbell_;
+  std::optional<Wake> wake_;
+  std::optional<tbb::task_handle> gate_hold_;  // guarded by mutex_: held while the gate is closed
 
   // Added to by every item: one slot per thread (sharded_counter.hpp), summed by stats().
   ShardedCounter<std::uint64_t> items_in_;

@@ -92,7 +92,7 @@ class InputStage : public StageBase {
 
   std::size_t claimable_locked() override {
     if (runtime_.cancelled()) return queued_locked();
-    if (ready_q_.empty() || !room_or_park_locked()) return 0;
+    if (ready_q_.empty() || !room_or_park_locked() || !gate_locked()) return 0;
     return ready_q_.size();
   }
 
@@ -102,7 +102,7 @@ class InputStage : public StageBase {
   /// slot is free and there is room downstream (else the stage parks, as a claim would).
   bool can_take_directly_locked() {
     return running_ && !finishing_ && !runtime_.cancelled() && ready_q_.empty() && starting_ == 0 &&
-           active_ < limit_ && room_or_park_locked();
+           active_ < limit_ && room_or_park_locked() && gate_locked();
   }
 
   /// Takes the next ready item; on cancellation moves everything queued into `discard` instead.
@@ -116,7 +116,7 @@ class InputStage : public StageBase {
       ready_.store(0, std::memory_order_seq_cst);
       return false;
     }
-    if (ready_q_.empty() || !room_or_park_locked()) return false;
+    if (ready_q_.empty() || !room_or_park_locked() || !gate_locked()) return false;
     item = std::move(ready_q_.front());
     ready_q_.pop_front();
     ready_.store(ready_q_.size(), std::memory_order_seq_cst);
@@ -322,7 +322,9 @@ class Stage final : public InputStage<In> {
 
  public:
   Stage(Runtime& runtime, std::string name, F body, StageOptions options)
-      : Base(runtime, std::move(name), Kind, options), body_(std::move(body)) {}
+      : Base(runtime, std::move(name), Kind, options), body_(std::move(body)) {
+    if constexpr (Gated<F>) this->make_gated();
+  }
 
   InputStage<Out>*& next_link() noexcept { return out_.link(); }
 
@@ -350,6 +352,14 @@ class Stage final : public InputStage<In> {
     } else {
       out_.hole(this->runtime_, this->wiring_.forward_holes, hole.seq, hole.index, hole.credits);
     }
+  }
+
+  bool gate_open_locked(bool flush) override {
+    if constexpr (Gated<F>) {
+      if (!flush) return body_.ready(this->wake_handle());
+      if constexpr (GatedFlush<F>) return body_.ready_to_flush(this->wake_handle());
+    }
+    return true;
   }
 
   void on_finish() override {
