@@ -116,9 +116,9 @@ ComputeEngine::Lane ComputeEngine::start(DeviceBatch& batch) {
   }
   if (const auto& convert = impl_->options.convert) {
     const TensorView raw = batch.pixels();
-    if (raw.dtype != DType::u8)
-      throw std::invalid_argument("compute: converting needs uint8 NHWC batches, but this one is " +
-                                  std::string(nodes::to_string(batch.shape().layout)) +
+    if (!convertible(raw.dtype) || raw.layout != TensorLayout::nhwc)
+      throw std::invalid_argument("compute: converting needs NHWC batches of u8, u16, i16 or f32 pixels, but this one "
+                                  "is " + std::string(nodes::to_string(batch.shape().layout)) +
                                   " (drop the normalize transform, or do not ask the stage to convert)");
     const std::size_t capacity_bytes = converted_bytes(batch.shape().batch_size, raw.h, raw.w, raw.c, convert->dtype);
     void* out = nullptr;
@@ -129,7 +129,7 @@ ComputeEngine::Lane ComputeEngine::start(DeviceBatch& batch) {
       if (state.converted.size() < capacity_bytes) state.converted = DeviceBuffer(impl_->device, capacity_bytes);
       out = state.converted.data();
     }
-    convert_u8(static_cast<const std::uint8_t*>(raw.data), out, raw.n, raw.h, raw.w, raw.c, *convert, stream);
+    gpu::convert(raw.data, raw.dtype, out, raw.n, raw.h, raw.w, raw.c, *convert, stream);
     batch.set_input(TensorView{.data = out,
                                .dtype = convert->dtype,
                                .layout = convert->layout,

@@ -193,6 +193,10 @@ std::string_view safetensors_dtype_name(DType dtype) {
       return "F16";
     case DType::i32:
       return "I32";
+    case DType::u16:
+      return "U16";
+    case DType::i16:
+      return "I16";
   }
   throw std::invalid_argument("safetensors: unknown DType " + std::to_string(static_cast<int>(dtype)));
 }

@@ -195,6 +195,12 @@ std::vector<float> Tensor::to_vector(StreamView stream) const {
       case DType::i32:
         values[i] = static_cast<float>(static_cast<const std::int32_t*>(host.data_)[i]);
         break;
+      case DType::u16:
+        values[i] = static_cast<const std::uint16_t*>(host.data_)[i];
+        break;
+      case DType::i16:
+        values[i] = static_cast<const std::int16_t*>(host.data_)[i];
+        break;
     }
   }
   return values;

@@ -1,7 +1,8 @@
-// convert_u8 on a CUDA stream against the CPU reference (convert_u8 on the host stream, itself
-// checked against nodes::Normalize by convert_test): every dtype x layout, the vectorized and the
-// scalar kernels (odd sizes with tails, unaligned pointers), a full 64 x 224 x 224 batch, and two
-// streams converting with different options at once. Nothing outside the output may be written.
+// convert on a CUDA stream against the CPU reference (convert on the host stream, itself checked
+// against nodes::Normalize by convert_test): every dtype x layout, the uint8 table kernels
+// (vectorized and scalar: odd sizes with tails, unaligned pointers), the element-wise kernel (u16,
+// i16 and f32 input, 4 to 16 channels), a full 64 x 224 x 224 batch, and two streams converting
+// with different options at once. Nothing outside the output may be written.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,11 +27,12 @@ struct Shape {
   int height;
   int width;
   int channels;
+  DType input = DType::u8;
 };
 
 std::string describe(const Shape& shape, const ConvertOptions& options) {
   return std::to_string(shape.n) + "x" + std::to_string(shape.height) + "x" + std::to_string(shape.width) + "x" +
-         std::to_string(shape.channels) + " -> " + std::string(to_string(options.dtype)) + " " +
+         std::to_string(shape.channels) + " " + std::string(to_string(shape.input)) + " -> " + std::string(to_string(options.dtype)) + " " +
          std::string(to_string(options.layout));
 }
 
@@ -43,7 +45,21 @@ std::vector<std::uint8_t> random_bytes(std::size_t count, std::uint32_t seed) {
 }
 
 std::size_t input_bytes(const Shape& shape) {
-  return converted_bytes(shape.n, shape.height, shape.width, shape.channels, DType::u8);
+  return converted_bytes(shape.n, shape.height, shape.width, shape.channels, shape.input);
+}
+
+// Random pixels of the shape's input type, as bytes: any bit pattern of the integer types; for
+// f32, finite values around the 0..1 scale (a NaN's payload is not what is under test).
+std::vector<std::uint8_t> random_input(const Shape& shape, std::uint32_t seed) {
+  if (shape.input != DType::f32) return random_bytes(input_bytes(shape), seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-2.0f, 3.0f);
+  std::vector<std::uint8_t> bytes(input_bytes(shape));
+  for (std::size_t i = 0; i < bytes.size(); i += sizeof(float)) {
+    const float v = value(rng);
+    std::memcpy(bytes.data() + i, &v, sizeof(float));
+  }
+  return bytes;
 }
 std::size_t output_bytes(const Shape& shape, const ConvertOptions& options) {
   return converted_bytes(shape.n, shape.height, shape.width, shape.channels, options.dtype);
@@ -53,7 +69,8 @@ std::vector<std::byte> convert_on_host(const std::vector<std::uint8_t>& in, cons
                                        const ConvertOptions& options) {
   // float-sized elements: aligned for either dtype.
   std::vector<float> out((output_bytes(shape, options) + sizeof(float) - 1) / sizeof(float));
-  convert_u8(in.data(), out.data(), shape.n, shape.height, shape.width, shape.channels, options, StreamView::host());
+  convert(in.data(), shape.input, out.data(), shape.n, shape.height, shape.width, shape.channels, options,
+          StreamView::host());
   std::vector<std::byte> bytes(output_bytes(shape, options));
   std::memcpy(bytes.data(), out.data(), bytes.size());
   return bytes;
@@ -78,8 +95,8 @@ class DeviceConversion {
     std::byte* src = src_.as<std::byte>() + src_offset;
     copy_async(src, in.data(), in.size(), stream);
     fill_async(dst_.data(), fill_value, dst_.size(), stream);
-    convert_u8(reinterpret_cast<const std::uint8_t*>(src), dst_.as<std::byte>() + dst_offset_, shape.n, shape.height,
-               shape.width, shape.channels, options, stream);
+    convert(src, shape.input, dst_.as<std::byte>() + dst_offset_, shape.n, shape.height, shape.width, shape.channels,
+            options, stream);
   }
 
   /// Waits for the stream, checks the guard regions and returns the output.
@@ -134,7 +151,8 @@ void expect_same(const std::vector<std::byte>& device, const std::vector<std::by
       max_ulp = std::max(max_ulp, ulp);
     }
     EXPECT_LE(max_ulp, 1u) << describe(shape, options) << ": first difference at element " << first;
-    // Both look the value up in the same host-computed table: no rounding difference at all.
+    // The table holds what the host computes, and the element-wise kernel computes the same
+    // expression with IEEE division: no rounding difference at all.
     EXPECT_EQ(differing, 0u) << describe(shape, options) << ": max " << max_ulp << " ulp, first at element " << first;
   } else {
     std::size_t differing = 0;
@@ -168,7 +186,7 @@ class ConvertGpu : public ::testing::Test {
 
   void check(const Shape& shape, const ConvertOptions& options, std::uint32_t seed, std::size_t src_offset = 0,
              std::size_t dst_offset = 0) {
-    const std::vector<std::uint8_t> in = random_bytes(input_bytes(shape), seed);
+    const std::vector<std::uint8_t> in = random_input(shape, seed);
     const DeviceConversion conversion(in, shape, options, *stream_, src_offset, dst_offset);
     expect_same(conversion.result(), convert_on_host(in, shape, options), shape, options);
   }
@@ -195,6 +213,29 @@ TEST_F(ConvertGpu, SmallAndOddShapesMatchTheCpuReference) {
     for (const Shape& shape : shapes) check(shape, options, seed++);
   }
   for (const ConvertOptions& options : every_dtype_and_layout(custom)) check(shapes[0], options, seed++);
+}
+
+TEST_F(ConvertGpu, OtherInputsAndChannelCountsMatchTheCpuReference) {
+  const Shape shapes[] = {
+      {3, 7, 5, 4},                 // RGBA-like uint8: past the table kernels' 3 channels
+      {2, 4, 4, 16},                // the most channels
+      {3, 7, 5, 3, DType::u16},     // 16-bit, odd
+      {2, 32, 32, 1, DType::u16},   // 16-bit grayscale
+      {2, 9, 11, 1, DType::i16},    // signed 16-bit (CT)
+      {2, 8, 8, 5, DType::f32},     // float, 5 channels
+      {2, 300, 301, 3, DType::u16}  // several blocks per SM
+  };
+  std::uint32_t seed = 400;
+  ConvertOptions many{.mean = {}, .stddev = {}, .range = 0};
+  for (int c = 0; c < 16; ++c) {
+    many.mean.push_back(0.05f * static_cast<float>(c) - 0.2f);
+    many.stddev.push_back(0.1f + 0.07f * static_cast<float>(c));
+  }
+  for (const ConvertOptions& options : every_dtype_and_layout(many)) {
+    for (const Shape& shape : shapes) check(shape, options, seed++);
+  }
+  ConvertOptions twelve_bit{.mean = {0.5f}, .stddev = {0.25f}, .range = 4095.0f};
+  for (const ConvertOptions& options : every_dtype_and_layout(twelve_bit)) check(shapes[3], options, seed++);
 }
 
 TEST_F(ConvertGpu, UnalignedPointersTakeTheScalarPathWithTheSameResults) {

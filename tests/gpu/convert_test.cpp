@@ -1,6 +1,7 @@
-// convert_u8 on the host stream (the CPU reference the GPU kernel is checked against): equal to
-// nodes::Normalize bit for bit, NHWC as the transposition of NCHW, bf16 rounding, 1- and 2-channel
-// input, option and argument checks, converted_bytes; and the dtype helpers.
+// convert on the host stream (the CPU reference the GPU kernels are checked against): uint8 equal
+// to nodes::Normalize bit for bit, NHWC as the transposition of NCHW, bf16 rounding, 1 to 16
+// channels, u16 / i16 / f32 input and its range, option and argument checks, converted_bytes; and
+// the dtype helpers.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -50,6 +51,10 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(to_string(DType::u8), "u8");
   EXPECT_EQ(to_string(DType::f32), "f32");
   EXPECT_EQ(to_string(DType::bf16), "bf16");
+  EXPECT_EQ(element_size(DType::u16), 2u);
+  EXPECT_EQ(element_size(DType::i16), 2u);
+  EXPECT_EQ(to_string(DType::u16), "u16");
+  EXPECT_EQ(to_string(DType::i16), "i16");
   EXPECT_EQ(to_string(TensorLayout::nchw), "nchw");
   EXPECT_EQ(to_string(TensorLayout::nhwc), "nhwc");
 }
@@ -88,7 +93,7 @@ TEST(Convert, F32NchwEqualsNormalizeBitForBit) {
        {std::pair{nodes::Normalize::imagenet_mean, nodes::Normalize::imagenet_std},
         std::pair{std::array<float, 3>{0.5f, 0.5f, 0.5f}, std::array<float, 3>{0.5f, 0.5f, 0.5f}},
         std::pair{std::array<float, 3>{-0.3f, 0.0f, 1.7f}, std::array<float, 3>{0.01f, 3.0f, 0.333f}}}) {
-    const ConvertOptions options{.mean = mean, .stddev = stddev};
+    const ConvertOptions options{.mean = {mean.begin(), mean.end()}, .stddev = {stddev.begin(), stddev.end()}};
     const std::vector<float> out = convert_on_host<float>(in, n, height, width, 3, options);
     const nodes::Normalize normalize(mean, stddev);
     for (std::size_t item = 0; item < n; ++item) {
@@ -187,6 +192,107 @@ TEST(Convert, OneAndTwoChannelsUseTheFirstMeansAndStds) {
   EXPECT_EQ(two[3], (4.0f / 255.0f - 0.2f) / 0.5f);
 }
 
+// One value stands for every channel; any channel count up to 16 (multispectral, RGBA, ...).
+TEST(Convert, AnyChannelCountWithOneValueForAll) {
+  const ConvertOptions options{.mean = {0.25f}, .stddev = {0.5f}, .layout = TensorLayout::nhwc};
+  const int channels = 5;
+  const std::vector<std::uint8_t> in = random_bytes(2 * 3 * 4 * channels, 7);
+  const std::vector<float> out = convert_on_host<float>(in, 2, 3, 4, channels, options);
+  ASSERT_EQ(out.size(), in.size());
+  for (std::size_t i = 0; i < in.size(); ++i)
+    ASSERT_EQ(out[i], (static_cast<float>(in[i]) / 255.0f - 0.25f) / 0.5f) << "element " << i;
+
+  const std::vector<std::uint8_t> sixteen = random_bytes(16, 8);  // one pixel of 16 channels
+  std::vector<float> mean(16);
+  std::vector<float> stddev(16);
+  for (int c = 0; c < 16; ++c) {
+    mean[static_cast<std::size_t>(c)] = 0.05f * static_cast<float>(c);
+    stddev[static_cast<std::size_t>(c)] = 0.1f + 0.02f * static_cast<float>(c);
+  }
+  const std::vector<float> planes = convert_on_host<float>(sixteen, 1, 1, 1, 16, {.mean = mean, .stddev = stddev});
+  for (std::size_t c = 0; c < 16; ++c)
+    EXPECT_EQ(planes[c], (static_cast<float>(sixteen[c]) / 255.0f - mean[c]) / stddev[c]) << "channel " << c;
+}
+
+template <class In>
+std::vector<float> convert_typed(const std::vector<In>& in, DType dtype, int height, int width, int channels,
+                                 const ConvertOptions& options) {
+  std::vector<float> out(in.size());
+  convert(in.data(), dtype, out.data(), 1, height, width, channels, options, StreamView::host());
+  return out;
+}
+
+// 16-bit and float pixels: divided by the type's full scale (or the range given), then normalized.
+TEST(Convert, SixteenBitAndFloatInputFollowTheFormula) {
+  const ConvertOptions options{.mean = {0.5f}, .stddev = {0.25f}, .layout = TensorLayout::nhwc};
+  const std::vector<std::uint16_t> u16 = {0, 1, 4095, 32768, 65535, 12345};
+  const std::vector<float> from_u16 = convert_typed(u16, DType::u16, 1, 2, 3, options);
+  for (std::size_t i = 0; i < u16.size(); ++i)
+    EXPECT_EQ(from_u16[i], (static_cast<float>(u16[i]) / 65535.0f - 0.5f) / 0.25f) << i;
+
+  ConvertOptions twelve_bit = options;
+  twelve_bit.range = 4095.0f;  // a 12-bit scanner's values stored in 16 bits
+  const std::vector<float> from_12 = convert_typed(u16, DType::u16, 1, 2, 3, twelve_bit);
+  EXPECT_EQ(from_12[2], (1.0f - 0.5f) / 0.25f);
+  EXPECT_EQ(from_12[1], (1.0f / 4095.0f - 0.5f) / 0.25f);
+
+  const std::vector<std::int16_t> i16 = {-32768, -1024, 0, 1, 1000, 32767};  // CT: Hounsfield units
+  const std::vector<float> from_i16 = convert_typed(i16, DType::i16, 2, 3, 1, options);
+  for (std::size_t i = 0; i < i16.size(); ++i)
+    EXPECT_EQ(from_i16[i], (static_cast<float>(i16[i]) / 32767.0f - 0.5f) / 0.25f) << i;
+
+  const std::vector<float> f32 = {-1.5f, 0.0f, 0.25f, 1.0f, 7.0f, 0.5f};
+  const std::vector<float> from_f32 = convert_typed(f32, DType::f32, 3, 1, 2, options);
+  for (std::size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(from_f32[i], (f32[i] - 0.5f) / 0.25f) << i;
+}
+
+// The uint8 table and the expression the other inputs compute agree bit for bit: the table is a
+// cache of the expression, so every input type (and the GPU's element-wise kernel) agrees with
+// nodes::Normalize on the same values.
+TEST(Convert, TheUint8TableIsTheExpressionCached) {
+  std::vector<std::uint8_t> bytes(256 * 3);
+  std::vector<float> as_float(bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<std::uint8_t>(i / 3);
+    as_float[i] = static_cast<float>(bytes[i]);
+  }
+  const ConvertOptions options{.range = 255.0f};
+  const std::vector<float> table = convert_typed(bytes, DType::u8, 16, 16, 3, options);
+  const std::vector<float> expression = convert_typed(as_float, DType::f32, 16, 16, 3, options);
+  EXPECT_EQ(std::memcmp(table.data(), expression.data(), table.size() * sizeof(float)), 0);
+}
+
+TEST(Convert, SixteenBitNhwcIsTheTranspositionOfNchw) {
+  std::vector<std::uint16_t> in(2 * 3 * 5 * 4);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint16_t>(i * 997 % 65536);
+  const ConvertOptions nchw{.mean = {0.1f, 0.2f, 0.3f, 0.4f}, .stddev = {0.5f}};
+  ConvertOptions nhwc = nchw;
+  nhwc.layout = TensorLayout::nhwc;
+  std::vector<float> a(in.size());
+  std::vector<float> b(in.size());
+  convert(in.data(), DType::u16, a.data(), 2, 3, 5, 4, nchw, StreamView::host());
+  convert(in.data(), DType::u16, b.data(), 2, 3, 5, 4, nhwc, StreamView::host());
+  for (std::size_t item = 0; item < 2; ++item)
+    for (std::size_t p = 0; p < 15; ++p)
+      for (std::size_t c = 0; c < 4; ++c)
+        ASSERT_EQ(a[item * 60 + c * 15 + p], b[(item * 15 + p) * 4 + c]) << item << " " << p << " " << c;
+}
+
+TEST(Convert, InputTypesItCannotTakeAreRefused) {
+  std::vector<std::int32_t> in(3);
+  std::vector<float> out(3);
+  expect_throw_mentioning<std::invalid_argument>(
+      [&] { convert(in.data(), DType::i32, out.data(), 1, 1, 1, 3, ConvertOptions{}, StreamView::host()); },
+      "the input must be u8, u16, i16 or f32 pixels, got i32");
+  std::vector<std::uint16_t> u16(4);
+  expect_throw_mentioning<std::invalid_argument>(
+      [&] {
+        convert(reinterpret_cast<std::byte*>(u16.data()) + 1, DType::u16, out.data(), 1, 1, 1, 1, {.mean = {0.0f}},
+                StreamView::host());
+      },
+      "src must be aligned to its element type (2 bytes for u16)");
+}
+
 TEST(Convert, NoImagesDoesNothing) {
   EXPECT_NO_THROW(convert_u8(nullptr, nullptr, 0, 224, 224, 3, ConvertOptions{}, StreamView::host()));
 }
@@ -199,12 +305,16 @@ TEST(ConvertOptions, BadOptionsThrowNamingTheField) {
   const auto expect_invalid = [](const ConvertOptions& options, const std::string& fragment) {
     expect_throw_mentioning<std::invalid_argument>([&] { options.validate(); }, fragment);
   };
-  expect_invalid({.mean = {0.5f, nan, 0.5f}}, "mean[1] (G) must be finite");
-  expect_invalid({.mean = {inf, 0.5f, 0.5f}}, "mean[0] (R)");
-  expect_invalid({.stddev = {0.5f, 0.5f, 0.0f}}, "stddev[2] (B) must be finite and > 0");
+  expect_invalid({.mean = {0.5f, nan, 0.5f}}, "mean[1] must be finite");
+  expect_invalid({.mean = {inf, 0.5f, 0.5f}}, "mean[0]");
+  expect_invalid({.stddev = {0.5f, 0.5f, 0.0f}}, "stddev[2] must be finite and > 0");
   expect_invalid({.stddev = {-1.0f, 0.5f, 0.5f}}, "stddev[0]");
   expect_invalid({.stddev = {0.5f, inf, 0.5f}}, "stddev[1]");
   expect_invalid({.stddev = {0.5f, 0.5f, nan}}, "stddev[2]");
+  expect_invalid({.mean = {}}, "mean must hold 1 to 16 values");
+  expect_invalid({.stddev = std::vector<float>(17, 1.0f)}, "stddev must hold 1 to 16 values");
+  expect_invalid({.range = -1.0f}, "range must be finite and >= 0");
+  expect_invalid({.range = inf}, "range");
   expect_invalid({.dtype = DType::u8}, "dtype must be f32 or bf16, got u8");
   expect_invalid({.dtype = DType::f16}, "dtype must be f32 or bf16, got f16");  // no f16 kernel
 }
@@ -216,8 +326,10 @@ TEST(Convert, BadArgumentsThrowNamingThem) {
                         ConvertOptions options = {}) {
     convert_u8(src, dst, 1, height, width, channels, options, StreamView::host());
   };
+  expect_throw_mentioning<std::invalid_argument>([&] { call(in.data(), out.data(), 1, 1, 17); },
+                                                 "channels must be 1 to 16, got 17");
   expect_throw_mentioning<std::invalid_argument>([&] { call(in.data(), out.data(), 2, 2, 4); },
-                                                 "channels must be 1, 2 or 3");
+                                                 "mean has 3 values for images of 4 channels");
   expect_throw_mentioning<std::invalid_argument>([&] { call(in.data(), out.data(), 2, 2, 0); }, "channels");
   expect_throw_mentioning<std::invalid_argument>([&] { call(in.data(), out.data(), 0, 2, 3); },
                                                  "height and width must be positive");

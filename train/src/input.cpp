@@ -101,11 +101,11 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   auto transforms = make_transforms(config);
   std::optional<gpu::ConvertOptions> convert;
   if (config.convert_on_device) {
-    convert = gpu::ConvertOptions{.mean = {0, 0, 0}, .stddev = {1, 1, 1}};
+    convert = gpu::ConvertOptions{.mean = {0.0f}, .stddev = {1.0f}};  // 0..1, every channel
     if (const auto* normalize = dynamic_cast<const nodes::Normalize*>(transforms.empty() ? nullptr
                                                                                          : transforms.back().get())) {
-      convert->mean = normalize->mean();
-      convert->stddev = normalize->stddev();
+      convert->mean.assign(normalize->mean().begin(), normalize->mean().end());
+      convert->stddev.assign(normalize->stddev().begin(), normalize->stddev().end());
       transforms.pop_back();
     }
   }

@@ -1,4 +1,5 @@
-// The kernels of convert_u8: uint8 NHWC -> f32 / bf16, NCHW / NHWC, by table lookup.
+// The kernels of convert: uint8 NHWC of 1 to 3 channels -> f32 / bf16, NCHW / NHWC, by table
+// lookup; and an element-wise kernel for every other input (u16, i16, f32, more channels).
 //
 // The work is memory-bound: per element, one byte in and two or four bytes out. So each thread
 // converts groups of 4 elements (NHWC) or 4 pixels (NCHW) with one 32-bit load per 4 input bytes
@@ -202,6 +203,53 @@ __global__ void __launch_bounds__(block_threads) nchw_scalar_kernel(const __grid
   }
 }
 
+// Any convertible input, any channel count: one element per step, the expression computed as the
+// host computes it (IEEE division: nvcc's default -prec-div=true).
+struct AnyArgs {
+  ConvertParams params;
+  const void* src;
+  void* dst;
+  std::uint64_t n;
+  std::uint64_t pixels;
+  int channels;
+};
+
+template <class In, class Out>
+__global__ void __launch_bounds__(block_threads) any_kernel(const __grid_constant__ AnyArgs args, TensorLayout layout) {
+  const auto C = static_cast<std::uint64_t>(args.channels);
+  const std::uint64_t elements = args.n * args.pixels * C;
+  const In* __restrict__ src = static_cast<const In*>(args.src);
+  Out* __restrict__ dst = static_cast<Out*>(args.dst);
+  for (std::uint64_t e = blockIdx.x * static_cast<std::uint64_t>(block_threads) + threadIdx.x; e < elements;
+       e += static_cast<std::uint64_t>(gridDim.x) * block_threads) {
+    // e indexes the input (NHWC): image, pixel, channel.
+    const std::uint64_t image_pixel = divide(e, C);
+    const auto c = static_cast<int>(e - image_pixel * C);
+    const float value = (static_cast<float>(src[e]) / args.params.range - args.params.mean[c]) / args.params.stddev[c];
+    std::uint64_t at = e;
+    if (layout == TensorLayout::nchw) {
+      const std::uint64_t image = divide(image_pixel, args.pixels);
+      const std::uint64_t p = image_pixel - image * args.pixels;
+      at = (image * C + static_cast<std::uint64_t>(c)) * args.pixels + p;
+    }
+    store_one(dst + at, value);
+  }
+}
+
+template <class In>
+void launch_any(const AnyArgs& args, DType dtype, TensorLayout layout, int sms, cudaStream_t stream) {
+  void (*kernel)(AnyArgs, TensorLayout) =
+      dtype == DType::bf16 ? any_kernel<In, __nv_bfloat16> : any_kernel<In, float>;
+  int blocks_per_sm = 0;
+  STOKE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_threads, 0));
+  const std::uint64_t elements = args.n * args.pixels * static_cast<std::uint64_t>(args.channels);
+  const auto max_blocks =
+      static_cast<std::uint64_t>(std::max(1, sms)) * static_cast<std::uint64_t>(std::max(1, blocks_per_sm));
+  const std::uint64_t needed = std::max<std::uint64_t>(1, (elements + block_threads - 1) / block_threads);
+  kernel<<<static_cast<unsigned>(std::min(needed, max_blocks)), block_threads, 0, stream>>>(args, layout);
+  STOKE_CUDA_CHECK(cudaGetLastError());
+}
+
 bool aligned(const void* pointer, std::uintptr_t alignment) {
   return reinterpret_cast<std::uintptr_t>(pointer) % alignment == 0;
 }
@@ -258,6 +306,30 @@ void launch_for_channels(const KernelArgs& args, int channels, TensorLayout layo
 }
 
 }  // namespace
+
+void launch_convert(const void* src, DType src_dtype, void* dst, std::size_t n, int height, int width, int channels,
+                    const ConvertParams& params, DType dtype, TensorLayout layout, StreamView stream) {
+  const cudaStream_t native = native_stream(stream, "convert");  // never the legacy default stream
+  const DeviceGuard guard(stream.device());
+  int sms = 0;
+  STOKE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, stream.device().ordinal()));
+  const AnyArgs args{params, src, dst, n, static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width),
+                     channels};
+  switch (src_dtype) {
+    case DType::u8:
+      launch_any<std::uint8_t>(args, dtype, layout, sms, native);
+      break;
+    case DType::u16:
+      launch_any<std::uint16_t>(args, dtype, layout, sms, native);
+      break;
+    case DType::i16:
+      launch_any<std::int16_t>(args, dtype, layout, sms, native);
+      break;
+    default:
+      launch_any<float>(args, dtype, layout, sms, native);
+      break;
+  }
+}
 
 void launch_convert_u8(const std::uint8_t* src, void* dst, std::size_t n, int height, int width, int channels,
                        const ConvertTable& table, DType dtype, TensorLayout layout, StreamView stream) {

@@ -15,6 +15,7 @@
 
 #include "../device_stages_test_support.hpp"
 #include "fake_cudart.hpp"
+#include "stoke/gpu/convert.hpp"
 #include "stoke/gpu/error.hpp"
 #include "stoke/gpu/event.hpp"
 #include "stoke/gpu/memory.hpp"
@@ -100,6 +101,36 @@ TEST_F(Runtime, AKernelGivenHostMemoryIsRefused) {
   std::vector<std::uint8_t> host(3 * 4 * 4);
   const DeviceBuffer out(gpu0, host.size() * sizeof(float));
   EXPECT_THROW(convert_u8(host.data(), out.data(), 1, 4, 4, 3, {}, stream), CudaError);
+}
+
+// The element-wise kernel's launcher (16-bit input, more than 3 channels) computes what the host
+// does, on the stream, asynchronously; the uint8 table launcher still takes 1 to 3 channels.
+TEST_F(Runtime, ConvertingAnyInputOnAStreamMatchesTheHost) {
+  const Stream stream(gpu0);
+  const std::size_t n = 2;
+  const int height = 3;
+  const int width = 5;
+  for (const int channels : {1, 3, 4, 7}) {
+    for (const DType input : {DType::u8, DType::u16}) {
+      const ConvertOptions options{.mean = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f}, .stddev = {0.3f}};
+      const std::size_t elements = n * static_cast<std::size_t>(height * width * channels);
+      PinnedBuffer host_in(elements * element_size(input));
+      for (std::size_t i = 0; i < host_in.size(); ++i) host_in.data()[i] = static_cast<std::byte>(i * 37 % 251);
+      const DeviceBuffer in(gpu0, host_in.size());
+      const DeviceBuffer out(gpu0, elements * sizeof(float));
+      PinnedBuffer host_out(out.size());
+      Gate gate(stream);
+      copy_async(in.data(), host_in.data(), host_in.size(), stream);
+      convert(in.data(), input, out.data(), n, height, width, channels, options, stream);
+      copy_async(host_out.data(), out.data(), out.size(), stream);
+      gate.open();
+      stream.synchronize();
+      std::vector<float> expected(elements);
+      convert(host_in.data(), input, expected.data(), n, height, width, channels, options, StreamView::host());
+      EXPECT_EQ(std::memcmp(host_out.data(), expected.data(), out.size()), 0)
+          << channels << " channels of " << to_string(input);
+    }
+  }
 }
 
 // ---- stoke's stages on it ------------------------------------------------------------------------

@@ -20,9 +20,11 @@ enum class DType : std::uint8_t {
   bf16,  ///< bfloat16: binary32's sign and exponent with a 7-bit mantissa, stored as uint16 bits
   f16,   ///< IEEE binary16 (half): 5-bit exponent, 10-bit mantissa, stored as uint16 bits
   i32,   ///< signed 32-bit integer (class labels)
+  u16,   ///< unsigned 16-bit integer (16-bit PNG, TIFF, DICOM pixels)
+  i16,   ///< signed 16-bit integer (DICOM pixels, e.g. CT in Hounsfield units)
 };
 
-/// Bytes per element: 1, 4, 2, 2 or 4.
+/// Bytes per element: 1 (u8), 2 (bf16, f16, u16, i16) or 4 (f32, i32).
 constexpr std::size_t element_size(DType dtype) noexcept {
   switch (dtype) {
     case DType::u8:
@@ -32,12 +34,14 @@ constexpr std::size_t element_size(DType dtype) noexcept {
       return 4;
     case DType::bf16:
     case DType::f16:
+    case DType::u16:
+    case DType::i16:
       return 2;
   }
   return 0;
 }
 
-/// "u8", "f32", "bf16", "f16" or "i32".
+/// "u8", "f32", "bf16", "f16", "i32", "u16" or "i16".
 constexpr std::string_view to_string(DType dtype) noexcept {
   switch (dtype) {
     case DType::u8:
@@ -50,6 +54,10 @@ constexpr std::string_view to_string(DType dtype) noexcept {
       return "f16";
     case DType::i32:
       return "i32";
+    case DType::u16:
+      return "u16";
+    case DType::i16:
+      return "i16";
   }
   return "unknown";
 }
