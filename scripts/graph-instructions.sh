@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The graph executor's cost in instructions, which callgrind counts exactly (the same count on a
-# quiet or a busy machine): `stoke bench graph --only stoke|tbb` under callgrind at two item counts;
-# the difference divided by the extra items x stage visits is the cost of one item in one stage,
-# start-up and warm-up cancelling out. Prints both executors' and their ratio.
+# quiet or a busy machine): `stoke bench graph --only stoke|tbb|dag` under callgrind at two item
+# counts; the difference divided by the extra items x stage visits is the cost of one item in one
+# stage, start-up and warm-up cancelling out. Prints the chain's, tbb's and their ratio, and the
+# graph's (the same work split between two joined branches; per item and chain stage, as the
+# benchmark counts it) against the chain's.
 #
 #   scripts/graph-instructions.sh [bench graph options, e.g. --ordered --threads 1]
 # Environment: STOKE (default build/release/apps/stoke), ITEMS (default 20000: runs N and 2N).
@@ -30,10 +32,11 @@ count() {
 }
 
 declare -A per_visit
-for executor in stoke tbb; do
+for executor in stoke tbb dag; do
   small=$(count "$executor" "$items" "$@")
   large=$(count "$executor" $((2 * items)) "$@")
   per_visit[$executor]=$(python3 -c "print(($large - $small) / (2 * $items * ($stages + 2)))")
   printf '%-6s %8.1f instructions per item per stage\n' "$executor" "${per_visit[$executor]}"
 done
 python3 -c "print(f'ratio stoke/tbb {${per_visit[stoke]} / ${per_visit[tbb]}:.2f}')"
+python3 -c "print(f'ratio dag/stoke {${per_visit[dag]} / ${per_visit[stoke]}:.2f}')"

@@ -10,28 +10,11 @@
 #include <stoke/graph/pipeline.hpp>
 #include <string>
 
+#include "graph_work.hpp"
 #include "stoke/bench/timing.hpp"
 
 namespace stoke::bench {
-namespace {
-
-// Spins for about `ns` nanoseconds, so that per-item work can be dialled in. The result does not
-// depend on how long it spun, so the two pipelines' checksums can be compared.
-std::uint64_t work(std::uint64_t x, int ns) {
-  if (ns > 0) {
-    std::uint64_t state = x;
-    const auto until = Clock::now() + std::chrono::nanoseconds(ns);
-    while (Clock::now() < until) state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    asm volatile("" : : "r"(state));  // keep the loop
-  }
-  return x + 1;
-}
-
-int workers(const GraphExecutorOptions& o) {
-  return o.threads > 0 ? o.threads : tbb::this_task_arena::max_concurrency();
-}
-
-}  // namespace
+// work() and workers(): graph_work.hpp.
 
 GraphRun run_stoke_graph(const GraphExecutorOptions& o) {
   graph::Pipeline pipe({.max_in_flight = o.in_flight, .threads = o.threads});
@@ -39,11 +22,11 @@ GraphRun run_stoke_graph(const GraphExecutorOptions& o) {
   auto flow = pipe.source("source", [i = std::uint64_t{0}, n = o.items]() mutable -> std::optional<std::uint64_t> {
     return i < n ? std::optional(i++) : std::nullopt;
   });
-  const graph::StageOptions mapping{.concurrency = graph::parallel(workers(o)), .ordered = o.ordered};
+  const graph::StageOptions mapping{.concurrency = graph::parallel(detail::workers(o)), .ordered = o.ordered};
   // Built stage by stage: each map returns the new open end, which the next one continues.
   for (int s = 0; s < o.stages; ++s)
     flow = std::move(flow).map(
-        "map" + std::to_string(s), [ns = o.work_ns](std::uint64_t x) { return work(x, ns); }, mapping);
+        "map" + std::to_string(s), [ns = o.work_ns](std::uint64_t x) { return detail::work(x, ns); }, mapping);
   std::move(flow).sink("sink", [&run](std::uint64_t x) { run.checksum += x; }, {.ordered = o.ordered});
   const auto begin = Clock::now();
   pipe.run();
@@ -69,7 +52,7 @@ GraphRun run_tbb_pipeline(const GraphExecutorOptions& o) {
                                                        });
     for (int s = 0; s < o.stages; ++s)
       chain = chain & tbb::make_filter<std::uint64_t, std::uint64_t>(
-                          tbb::filter_mode::parallel, [ns = o.work_ns](std::uint64_t x) { return work(x, ns); });
+                          tbb::filter_mode::parallel, [ns = o.work_ns](std::uint64_t x) { return detail::work(x, ns); });
     const auto sink_mode = o.ordered ? tbb::filter_mode::serial_in_order : tbb::filter_mode::serial_out_of_order;
     tbb::parallel_pipeline(o.in_flight, chain & tbb::make_filter<std::uint64_t, void>(
                                                     sink_mode, [&run](std::uint64_t x) { run.checksum += x; }));
@@ -82,13 +65,15 @@ GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& o,
                                            const std::function<void(int run, int runs)>& progress) {
   if (o.items == 0 || o.stages < 1 || o.repeat < 1 || o.in_flight == 0 || o.threads < 0)
     throw std::invalid_argument("items, stages, repeat and in_flight must be positive, threads >= 0");
-  if (!o.only.empty() && o.only != "stoke" && o.only != "tbb")
-    throw std::invalid_argument("only must be stoke, tbb or empty (both), not '" + o.only + "'");
-  const bool stoke = o.only != "tbb", tbb = o.only != "stoke";
+  if (!o.only.empty() && o.only != "stoke" && o.only != "tbb" && o.only != "dag")
+    throw std::invalid_argument("only must be stoke, tbb, dag or empty (all), not '" + o.only + "'");
+  const bool stoke = o.only.empty() || o.only == "stoke", tbb = o.only.empty() || o.only == "tbb";
+  const bool dag = o.only.empty() || o.only == "dag";
   GraphExecutorResult r;
   r.options = o;
-  r.threads = workers(o);
-  r.checksum = (stoke ? run_stoke_graph(o) : run_tbb_pipeline(o)).checksum;  // warm-up: pools, allocators, pages
+  r.threads = detail::workers(o);
+  // Warm-up: pools, allocators, pages.
+  r.checksum = (stoke ? run_stoke_graph(o) : tbb ? run_tbb_pipeline(o) : run_stoke_dag(o)).checksum;
   const auto check = [&](const GraphRun& run, const char* executor) {
     if (run.checksum != r.checksum)
       throw std::runtime_error("checksums differ (first run " + std::to_string(r.checksum) + ", " + executor + " " +
@@ -96,8 +81,10 @@ GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& o,
     return run.seconds;
   };
   if (stoke && tbb) check(run_tbb_pipeline(o), "tbb");
+  if (dag && (stoke || tbb)) check(run_stoke_dag(o), "stoke graph");
   for (int k = 0; k < o.repeat; ++k) {
     if (stoke) r.stoke_seconds.push_back(check(run_stoke_graph(o), "stoke"));
+    if (dag) r.dag_seconds.push_back(check(run_stoke_dag(o), "stoke graph"));
     if (tbb) r.tbb_seconds.push_back(check(run_tbb_pipeline(o), "tbb"));
     if (progress) progress(k + 1, o.repeat);
   }
@@ -107,6 +94,8 @@ GraphExecutorResult measure_graph_executor(const GraphExecutorOptions& o,
     r.stoke_ns_per_item_stage = median(r.stoke_seconds) * 1e9 / visits;
     r.stoke_items_per_sec = items / median(r.stoke_seconds);
   }
+  if (dag) r.dag_ns_per_item_stage = median(r.dag_seconds) * 1e9 / visits;
+  if (dag && stoke) r.dag_vs_chain = median(r.dag_seconds) / median(r.stoke_seconds);
   if (tbb) {
     r.tbb_ns_per_item_stage = median(r.tbb_seconds) * 1e9 / visits;
     r.tbb_items_per_sec = items / median(r.tbb_seconds);
@@ -127,6 +116,8 @@ void to_json(nlohmann::ordered_json& json, const GraphExecutorResult& r) {
           {"stoke_ns_per_item_stage", r.stoke_ns_per_item_stage},
           {"tbb_ns_per_item_stage", r.tbb_ns_per_item_stage},
           {"ratio", r.ratio},
+          {"dag_ns_per_item_stage", r.dag_ns_per_item_stage},
+          {"dag_vs_chain", r.dag_vs_chain},
           {"stoke_items_per_sec", r.stoke_items_per_sec},
           {"tbb_items_per_sec", r.tbb_items_per_sec}};
 }

@@ -48,17 +48,24 @@ class CurrentRuntime {
 
 }  // namespace
 
+namespace {
+// A whole credit is free: the units out (parts of split items included) leave room for one more.
+bool whole_credit_free(std::uint64_t units, std::size_t max) noexcept {
+  return units + Runtime::credit_unit <= static_cast<std::uint64_t>(max) * Runtime::credit_unit;
+}
+}  // namespace
+
 bool Runtime::credit_available_or_park() noexcept {
-  if (in_flight_.load() < max_in_flight_.load()) return true;
+  if (whole_credit_free(in_flight_.load(), max_in_flight_.load())) return true;
   source_waiting_.store(true);
-  if (in_flight_.load() < max_in_flight_.load()) {
+  if (whole_credit_free(in_flight_.load(), max_in_flight_.load())) {
     source_waiting_.store(false);
     return true;
   }
   return false;
 }
 
-void Runtime::release_credits(std::uint32_t n) noexcept {
+void Runtime::release_credits(std::uint64_t n) noexcept {
   if (n == 0) return;
   in_flight_.fetch_sub(n);
   if (source_waiting_.load() && source_waiting_.exchange(false)) source_->wake();

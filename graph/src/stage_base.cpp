@@ -43,6 +43,12 @@ void StageBase::make_gated() {
   wake_.emplace(doorbell_);
 }
 
+bool StageBase::gate_open_flag_locked(bool flush) {
+  if (gate_open_locked(flush)) return true;
+  if (!gate_hold_) gate_hold_.emplace(runtime_.hold());
+  return false;
+}
+
 void Doorbell::disconnect() noexcept {
   stage.store(nullptr);
   while (ringing.load() != 0) std::this_thread::yield();
@@ -93,11 +99,29 @@ void StageBase::wake() {
   if (done) finish();
 }
 
+namespace {
+bool all_have_room(const std::vector<StageBase*>& stages) noexcept {
+  for (const StageBase* stage : stages)
+    if (!stage->has_room()) return false;
+  return true;
+}
+}  // namespace
+
 bool StageBase::room_or_park_locked() {
   StageBase* down = wiring_.downstream;
-  if (down == nullptr || down->has_room()) return true;
+  if (down != nullptr) {
+    if (down->has_room()) return true;
+    blocked_.store(true);
+    if (down->has_room()) {
+      blocked_.store(false);
+      return true;
+    }
+    return false;
+  }
+  // A fan-out: room in every branch (any branch that frees some wakes it).
+  if (wiring_.downstreams.empty() || all_have_room(wiring_.downstreams)) return true;
   blocked_.store(true);
-  if (down->has_room()) {
+  if (all_have_room(wiring_.downstreams)) {
     blocked_.store(false);
     return true;
   }
@@ -105,8 +129,12 @@ bool StageBase::room_or_park_locked() {
 }
 
 void StageBase::notify_upstream() noexcept {
-  StageBase* up = wiring_.upstream;
-  if (up && up->blocked_.load() && up->blocked_.exchange(false)) up->wake();
+  if (StageBase* up = wiring_.upstream) {
+    if (up->blocked_.load() && up->blocked_.exchange(false)) up->wake();
+    return;
+  }
+  for (StageBase* up : wiring_.upstreams)  // after a join: each of its inputs
+    if (up->blocked_.load() && up->blocked_.exchange(false)) up->wake();
 }
 
 void StageBase::finish() {

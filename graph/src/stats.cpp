@@ -19,6 +19,10 @@ const char* to_string(StageKind kind) noexcept {
       return "async";
     case StageKind::sink:
       return "sink";
+    case StageKind::fan_out:
+      return "fan-out";
+    case StageKind::join:
+      return "join";
   }
   return "?";
 }

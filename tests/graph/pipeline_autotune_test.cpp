@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "test_support.hpp"
@@ -103,6 +104,32 @@ TEST(PipelineAutotune, FavoursTheExpensiveStage) {
   EXPECT_EQ(first_grow->stage, "heavy") << first_grow->why;
   EXPECT_TRUE(contains(first_grow->why, "heavy is")) << first_grow->why;
   EXPECT_GT(first_grow->at.count(), 0);
+}
+
+// In a graph: two branches of a fan-out, joined again; the heavy branch limits the graph, and the
+// scheduler gives its stage the threads.
+TEST(PipelineAutotune, MovesThreadsToTheBranchThatLimitsTheGraph) {
+  Pipeline pipe({.max_in_flight = 64, .autotune = AutotuneOptions{.interval = std::chrono::milliseconds(50)}});
+  auto [a, b] = pipe.source("numbers", [i = std::uint64_t{0}]() mutable -> std::optional<std::uint64_t> { return i++; })
+                    .fan_out("split");
+  auto light = std::move(a).map("light", [](std::uint64_t x) { return work(x, light_rounds); },
+                                {.concurrency = parallel(1, 4, 1)});
+  auto heavy = std::move(b).map("heavy", [](std::uint64_t x) { return work(x, heavy_rounds); },
+                                {.concurrency = parallel(1, 4, 1)});
+  std::atomic<std::uint64_t> sum{0};
+  join("pair", std::move(light), std::move(heavy))
+      .sink("sum", [&](std::tuple<std::uint64_t, std::uint64_t> p) { sum.fetch_add(std::get<0>(p) & 1); });
+  RunReport report;
+  {
+    StopAfter stop(pipe, std::chrono::seconds(3));
+    report = pipe.run();
+  }
+  std::ostringstream table;
+  print(table, report);
+  EXPECT_GT(stage_named(report.stages, "heavy").concurrency, 1) << table.str();
+  EXPECT_EQ(stage_named(report.stages, "light").concurrency, 1) << table.str();
+  for (const Decision& d : report.decisions)
+    EXPECT_FALSE(d.kind == DecisionKind::grow && d.stage == "light") << d.why;
 }
 
 TEST(PipelineAutotune, LogsEveryDecisionAndDrawsItInTheTrace) {

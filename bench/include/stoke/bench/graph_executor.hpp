@@ -1,6 +1,7 @@
 // The graph executor's own cost (`stoke bench graph`): a source, N map stages and a sink run
 // through stoke::graph and through tbb::parallel_pipeline with the same threads and in-flight
-// limit, interleaved, and the medians compared.
+// limit, interleaved, and the medians compared; and the same work as a graph (the map stages split
+// between two branches of a fan-out, joined again) through stoke::graph.
 #pragma once
 
 #include <cstddef>
@@ -20,8 +21,9 @@ struct GraphExecutorOptions {
   int repeat = 5;                ///< runs of each executor, interleaved
   int work_ns = 0;               ///< synthetic work per item per map stage, nanoseconds (spun)
   bool ordered = false;          ///< deliver to the sink in source order (tbb: a serial_in_order sink)
-  /// Run only one executor ("stoke" or "tbb"; empty: both), e.g. to count one's instructions
-  /// under callgrind (scripts/graph-instructions.sh); the ratio is then 0.
+  /// Run only one: "stoke" (the chain), "tbb" or "dag" (the same work as a graph); empty: all.
+  /// E.g. to count one's instructions under callgrind (scripts/graph-instructions.sh); the
+  /// ratios are then 0.
   std::string only{};
 };
 
@@ -35,16 +37,24 @@ struct GraphRun {
 /// One run through stoke::graph::Pipeline / through tbb::parallel_pipeline.
 GraphRun run_stoke_graph(const GraphExecutorOptions& options);
 GraphRun run_tbb_pipeline(const GraphExecutorOptions& options);
+/// One run of the same work as a graph: source -> fan-out -> (the first half of the map stages |
+/// the rest) -> join -> sink, the sink adding up the branches' results (the same checksum).
+GraphRun run_stoke_dag(const GraphExecutorOptions& options);
 
 struct GraphExecutorResult {
   GraphExecutorOptions options{};       ///< as given
   int threads = 0;                      ///< the worker threads used
   std::vector<double> stoke_seconds{};  ///< each timed run, in order
   std::vector<double> tbb_seconds{};
+  std::vector<double> dag_seconds{};
   std::uint64_t checksum = 0;          ///< the same for every run of both
   double stoke_ns_per_item_stage = 0;  ///< median run / (items x (stages + 2))
   double tbb_ns_per_item_stage = 0;
   double ratio = 0;                ///< stoke / tbb: 1.0 means no extra cost
+  /// The graph's median run / (items x (stages + 2)), as for the chain, and its median run over
+  /// the chain's (below 1: the branches' work overlapped; 0 without a stoke run).
+  double dag_ns_per_item_stage = 0;
+  double dag_vs_chain = 0;
   double stoke_items_per_sec = 0;  ///< items / median run
   double tbb_items_per_sec = 0;
 };
@@ -53,8 +63,8 @@ struct GraphExecutorResult {
 /// threads and the figures above but the runs' times and the checksum.
 void to_json(nlohmann::ordered_json& json, const GraphExecutorResult& result);
 
-/// One untimed run of each (thread pools, allocators, page faults), then `repeat` of each,
-/// alternated; `progress(r, repeat)` after the r-th pair. Throws std::invalid_argument for
+/// One untimed run of each (thread pools, allocators, page faults), then `repeat` of each (the
+/// stoke chain, the stoke graph, tbb), alternated; `progress(r, repeat)` after the r-th pair. Throws std::invalid_argument for
 /// items, stages, repeat or in_flight below 1, threads below 0 or another `only`, and std::runtime_error when a
 /// run's checksum differs from the others' (the two pipelines did not do the same work). Measures
 /// the machine: run one benchmark at a time.

@@ -9,5 +9,6 @@
 #include "stoke/graph/options.hpp"
 #include "stoke/graph/pipeline.hpp"
 #include "stoke/graph/signal.hpp"
+#include "stoke/graph/sources.hpp"
 #include "stoke/graph/stats.hpp"
 #include "stoke/graph/wake.hpp"

@@ -43,6 +43,16 @@ struct StageOptions {
   std::size_t capacity = 0;
 };
 
+/// A join's settings (see graph::join).
+struct JoinOptions {
+  /// A join whose branches dropped this many positions in a row, before any was joined, can
+  /// never complete (a branch filters or skips everything): the run fails naming the join. A join
+  /// that joined nothing by the end of its input fails too. 0: only at the end.
+  std::size_t starve_after = 1024;
+  /// Bound on each branch's items waiting in front of the join (as StageOptions::capacity).
+  std::size_t capacity = 0;
+};
+
 /// The scheduler's settings (see autotune.hpp). Every field has a usable default.
 struct AutotuneOptions {
   /// The stage to keep saturated (the compute stage); empty: the last stage (the sink).

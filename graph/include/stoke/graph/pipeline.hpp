@@ -1,4 +1,5 @@
-// Pipeline: a linear streaming graph of stages running on a oneTBB flow graph.
+// Pipeline: a streaming graph of stages -- a chain, or branches that fan out and join again --
+// running on oneTBB tasks.
 //
 //   stoke::graph::Pipeline pipe({.max_in_flight = 64});
 //   pipe.source("count", [i = 0]() mutable -> std::optional<int> {
@@ -6,10 +7,21 @@
 //       .map("square", [](int x) { return x * x; }, {.concurrency = stoke::graph::parallel(4)})
 //       .sink("print", [](int x) { std::cout << x << '\n'; }, {.ordered = true});
 //   stoke::graph::RunReport report = pipe.run();
+//
+// A graph: one stream into two branches, each with its own stages, joined again by position.
+//
+//   auto [left, right] = pipe.source("count", ...).fan_out("views");
+//   auto a = std::move(left).map("crop", crop, {.concurrency = stoke::graph::parallel(4)});
+//   auto b = std::move(right).map("flip", flip);
+//   stoke::graph::join("pair", std::move(a), std::move(b))   // Flow<std::tuple<A, B>>
+//       .sink("train", [](std::tuple<A, B> pair) { ... });
 #pragma once
 
+#include <array>
+#include <concepts>
 #include <cstddef>
 #include <filesystem>
+#include <tuple>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -19,6 +31,7 @@
 
 #include "stoke/graph/concepts.hpp"
 #include "stoke/graph/detail/async_stage.hpp"
+#include "stoke/graph/detail/dag_stages.hpp"
 #include "stoke/graph/detail/stages.hpp"
 #include "stoke/graph/options.hpp"
 #include "stoke/graph/stats.hpp"
@@ -52,21 +65,35 @@ class Flow {
   template <Item Out, class F>
   requires AsyncBody<F, T, Out> Flow<Out> async(std::string name, F body, StageOptions options = {}) &&;
 
-  /// Ends the pipeline with a stage calling `body(In)`.
+  /// Ends this branch of the pipeline with a stage calling `body(In)`. A graph may have several
+  /// sinks: one per branch that is not joined.
   template <class F>
   requires SinkBody<F, T>
   void sink(std::string name, F body, StageOptions options = {}) &&;
+
+  /// Sends the stream into N branches: each gets every item (a copy; the last branch the item
+  /// itself), with its source position, so that branches can be joined again (graph::join).
+  /// Items are copied: fan out a cheap shared handle (std::shared_ptr<const X>) for big ones. An
+  /// item starts into the branches only when each has room; its in-flight credit is shared by the
+  /// copies and comes back once all are done.
+  template <std::size_t N = 2>
+  std::array<Flow<T>, N> fan_out(std::string name, StageOptions options = {}) &&;
 
  private:
   friend class Pipeline;
   template <Item U>
   friend class Flow;
+  template <Item T0, Item... Ts>
+  friend Flow<std::tuple<T0, Ts...>> join(std::string name, Flow<T0> first, Flow<Ts>... rest);
+  template <Item T0, Item... Ts>
+  friend Flow<std::tuple<T0, Ts...>> join(std::string name, JoinOptions options, Flow<T0> first, Flow<Ts>... rest);
   Flow(Pipeline& pipeline, detail::InputStage<T>*& tail_link) : pipeline_(&pipeline), link_(&tail_link) {}
-  /// Stages form one chain: an open end continued twice would drop the first continuation.
+  /// An open end continued twice would drop the first continuation.
   void check_open(const std::string& name) const {
     if (*link_ != nullptr)
       throw std::logic_error("stoke::graph: stage '" + name +
-                             "' continues a Flow that was already continued; a pipeline is one chain");
+                             "' continues a Flow that was already continued; to send a stream into several "
+                             "branches, fan_out(...) it");
   }
 
   Pipeline* pipeline_;
@@ -85,6 +112,13 @@ class Pipeline {
   /// Starts the pipeline with a source calling `body() -> std::optional<Out>` until nullopt.
   template <class F>
   requires SourceBody<F> && Item<source_value_t<F>> Flow<source_value_t<F>> source(std::string name, F body);
+
+  /// Joins branches of one fan_out back together: for each source position, the tuple of what
+  /// each branch made of it, once every branch has delivered (in the order they finish; a stage
+  /// with `.ordered = true` after the join restores source order). A position that any branch
+  /// dropped (filtered, skipped) is dropped on all, counted once. Graph::join calls this.
+  template <Item... Ts>
+  Flow<std::tuple<Ts...>> join(std::string name, JoinOptions options, Flow<Ts>... branches);
 
   /// Runs to the end of the stream (or stop()/cancel()). Returns the report; rethrows the first
   /// OnError::fail failure as StageError once every stage has wound down and every item has been
@@ -133,7 +167,6 @@ class Pipeline {
 
   std::unique_ptr<detail::Runtime> runtime_;
   std::vector<std::unique_ptr<detail::StageBase>> stages_;
-  bool sealed_ = false;  // a sink was added
   bool ran_ = false;
 };
 
@@ -197,7 +230,58 @@ void Flow<T>::sink(std::string name, F body, StageOptions options) && {
   auto& stage = pipeline_->add_stage<detail::Stage<T, detail::Nothing, F, StageKind::sink>>(std::move(name),
                                                                                             std::move(body), options);
   *link_ = &stage;
-  pipeline_->sealed_ = true;
+}
+
+template <Item T>
+template <std::size_t N>
+std::array<Flow<T>, N> Flow<T>::fan_out(std::string name, StageOptions options) && {
+  static_assert(N >= 2, "fan_out makes at least 2 branches");
+  static_assert(std::copy_constructible<T>,
+                "fan_out copies each item into every branch but the last: give it a copyable item, e.g. a "
+                "std::shared_ptr<const T> as a cheap shared handle");
+  check_open(name);
+  auto& stage = pipeline_->add_stage<detail::FanOutStage<T>>(std::move(name), N, options);
+  *link_ = &stage;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array<Flow<T>, N>{Flow<T>(*pipeline_, stage.link(I))...};
+  }(std::make_index_sequence<N>{});
+}
+
+template <Item... Ts>
+Flow<std::tuple<Ts...>> Pipeline::join(std::string name, JoinOptions options, Flow<Ts>... branches) {
+  static_assert(sizeof...(Ts) >= 2, "a join takes at least 2 branches");
+  static_assert(sizeof...(Ts) <= 64, "a join takes at most 64 branches");
+  const auto check = [&](const auto& flow) {
+    if (flow.pipeline_ != this)
+      throw std::logic_error("stoke::graph: join '" + name + "' got a branch of another pipeline");
+    flow.check_open(name);
+  };
+  (check(branches), ...);
+  auto core = std::make_shared<detail::JoinCore<Ts...>>(*runtime_, name, options.starve_after);
+  auto flows = std::tie(branches...);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    (
+        [&] {
+          auto& input = add_stage<detail::JoinInput<I, Ts...>>(name + "[" + std::to_string(I) + "]", core,
+                                                               StageOptions{.capacity = options.capacity});
+          *std::get<I>(flows).link_ = &input;
+        }(),
+        ...);
+  }(std::index_sequence_for<Ts...>{});
+  return Flow<std::tuple<Ts...>>(*this, core->link());
+}
+
+/// Joins branches of one fan_out back together by source position (Pipeline::join):
+///   graph::join("pair", std::move(a), std::move(b)).sink(...)   // items: std::tuple<A, B>
+template <Item T0, Item... Ts>
+Flow<std::tuple<T0, Ts...>> join(std::string name, Flow<T0> first, Flow<Ts>... rest) {
+  return first.pipeline_->join(std::move(name), JoinOptions{}, std::move(first), std::move(rest)...);
+}
+
+/// The same, with options (starvation, queue bounds).
+template <Item T0, Item... Ts>
+Flow<std::tuple<T0, Ts...>> join(std::string name, JoinOptions options, Flow<T0> first, Flow<Ts>... rest) {
+  return first.pipeline_->join(std::move(name), options, std::move(first), std::move(rest)...);
 }
 
 }  // namespace stoke::graph

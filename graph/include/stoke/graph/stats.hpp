@@ -12,7 +12,9 @@
 
 namespace stoke::graph {
 
-enum class StageKind { source, map, filter, emit, async, sink };
+/// fan_out: copies each item into several branches; join: one input of a join (pairs the items of
+/// one source position from several branches).
+enum class StageKind { source, map, filter, emit, async, sink, fan_out, join };
 const char* to_string(StageKind kind) noexcept;
 
 /// A snapshot of one stage. Times are wall-clock, summed over the stage's lifetime so far.
@@ -45,7 +47,7 @@ struct SkippedItem {
 struct RunReport {
   std::vector<StageStats> stages;
   std::uint64_t produced = 0;              ///< items the source produced
-  std::uint64_t consumed = 0;              ///< items the sink consumed
+  std::uint64_t consumed = 0;              ///< items the sinks consumed (all of them)
   std::uint64_t skipped = 0;               ///< all stages' skipped items
   std::vector<SkippedItem> skipped_items;  ///< the first PipelineOptions::max_listed_skips
   bool stopped = false;                    ///< ended early by stop() or a signal, after draining

@@ -32,15 +32,9 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
       : Base(runtime, std::move(name), StageKind::async, options), body_(std::move(body)) {}
 
   InputStage<Out>*& next_link() noexcept { return out_.link(); }
+  std::vector<StageBase*> outputs() const override { return {out_.next()}; }
 
  protected:
-  void run_task() override {
-    Envelope<In> item;
-    if (!this->claim_first(item)) return;
-    this->notify_upstream();
-    start(std::move(item));  // the task's slot now belongs to the operation
-  }
-
   void run_with(Envelope<In>&& item) override { start(std::move(item)); }
 
   void pass_hole(Envelope<In>&& hole) override {

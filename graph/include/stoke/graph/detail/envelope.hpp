@@ -15,7 +15,7 @@ struct Envelope {
   std::optional<T> value;
   std::uint64_t seq = 0;      ///< position on this edge; dense (0, 1, 2, ...) on every edge
   std::uint64_t index = 0;    ///< source index, for error reports
-  std::uint32_t credits = 0;  ///< in-flight credits this item holds (see Runtime)
+  std::uint32_t credits = 0;  ///< in-flight credit units this item holds (see Runtime)
 
   bool hole() const noexcept { return !value.has_value(); }
 };

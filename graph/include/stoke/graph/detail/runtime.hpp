@@ -24,7 +24,9 @@ class StageBase;
 extern std::atomic<int> signal_count;
 
 /// In-flight credits: the source takes one before producing an item; whoever ends the item's
-/// life releases it (sink, filter drop, skip, cancel, an emit call that emitted nothing).
+/// life releases it (sink, filter drop, skip, cancel, an emit call that emitted nothing). A credit
+/// is credit_unit units, so that a fan-out can split one item's credit between its branches (and
+/// a join add the parts up again): the credit comes back whole once every part has.
 /// Not thread-hostile: every member may be called from any task.
 class Runtime {
  public:
@@ -39,12 +41,18 @@ class Runtime {
   /// True if a credit is free now; otherwise marks the source as waiting (so that the next
   /// release wakes it) and checks once more.
   bool credit_available_or_park() noexcept;
+  /// Units per credit (a power of two: a fan-out into up to 2^16 branches still gives each a part).
+  static constexpr std::uint32_t credit_unit = std::uint32_t{1} << 16;
   /// Takes a credit; call only after credit_available_or_park() said yes (only the source takes).
-  void take_credit() noexcept { in_flight_.fetch_add(1, std::memory_order_relaxed); }
-  void release_credits(std::uint32_t n) noexcept;
+  void take_credit() noexcept { in_flight_.fetch_add(credit_unit, std::memory_order_relaxed); }
+  /// Gives back `units` (credit_unit per whole item).
+  void release_credits(std::uint64_t units) noexcept;
   void set_max_in_flight(std::size_t limit) noexcept;
   std::size_t max_in_flight() const noexcept { return max_in_flight_.load(std::memory_order_relaxed); }
-  std::size_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  /// Source items alive (an item split by a fan-out counts until its last part is gone).
+  std::size_t in_flight() const noexcept {
+    return static_cast<std::size_t>((in_flight_.load(std::memory_order_relaxed) + credit_unit - 1) / credit_unit);
+  }
 
   // ---- stop, cancel, failure ------------------------------------------------------------------
   bool stop_requested() const noexcept {
@@ -102,7 +110,7 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
   StageBase* source_ = nullptr;
   std::vector<StageBase*> gated_;
-  std::atomic<std::size_t> in_flight_{0};
+  std::atomic<std::uint64_t> in_flight_{0};  // credit units
   std::atomic<std::size_t> max_in_flight_;
   std::atomic<bool> source_waiting_{false};
   std::atomic<bool> stop_{false};

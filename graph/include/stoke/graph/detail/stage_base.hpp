@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "stoke/graph/detail/clock.hpp"
 #include "stoke/graph/detail/envelope.hpp"
@@ -46,12 +47,18 @@ class StageBase {
   /// Wiring, done once by Pipeline::run() before anything starts.
   struct Wiring {
     int id = 0;
-    StageBase* upstream = nullptr;
-    StageBase* downstream = nullptr;
+    StageBase* upstream = nullptr;    ///< the one stage feeding this one (null: none, or several)
+    StageBase* downstream = nullptr;  ///< the one stage this one feeds (null: none, or several)
+    std::vector<StageBase*> upstreams;    ///< when several feed this one (after a join's inputs)
+    std::vector<StageBase*> downstreams;  ///< when this one feeds several (a fan-out)
     bool gated = false;          ///< input is released in seq order
-    bool forward_holes = false;  ///< some ordered stage downstream needs this stage's holes
+    bool forward_holes = false;  ///< some ordered stage (or join) downstream needs this stage's holes
   };
   void wire(const Wiring& wiring);
+  /// The stages this one hands items to (null where nothing is attached yet). Build time only.
+  virtual std::vector<StageBase*> outputs() const = 0;
+  /// Called once after wire(), before the run starts.
+  virtual void on_wired() {}
   /// Starts the stage's clocks; from now on it may start tasks.
   void start(Runtime& runtime);
 
@@ -114,7 +121,8 @@ class StageBase {
   /// True once, when the input is closed and nothing is left to do (called locked).
   bool finish_ready_locked() {
     if (!input_closed_ || finishing_ || active_ != 0 || queued_locked() != 0) return false;
-    if (gated_ && !runtime_.cancelled() && !gate_open_flag_locked(true)) return false;
+    if (gated_ && !runtime_.cancelled() && !gate_open_flag_locked(true)) [[unlikely]]
+      return false;
     finishing_ = true;
     return true;
   }
@@ -127,12 +135,8 @@ class StageBase {
   /// The gate lets a call start (always, for a body without one). Called locked, while running.
   bool gate_locked() { return !gated_ || gate_open_flag_locked(false); }
   /// Asks the body's gate; while it is closed, the stage holds the run open (Runtime::hold())
-  /// until the ring (or a cancel) wakes it.
-  bool gate_open_flag_locked(bool flush) {
-    if (gate_open_locked(flush)) return true;
-    if (!gate_hold_) gate_hold_.emplace(runtime_.hold());
-    return false;
-  }
+  /// until the ring (or a cancel) wakes it. Out of line: only gated stages get here.
+  [[gnu::cold]] bool gate_open_flag_locked(bool flush);
   void finish();
 
   void note_queue_locked() noexcept;

@@ -71,6 +71,14 @@ class InputStage : public StageBase {
   /// Runs an item that push() handed to the calling task directly (the task holds a slot).
   virtual void run_with(Envelope<In>&& item) = 0;
 
+  /// A task's work: claim an item, tell the stage in front that there is room, and run it.
+  void run_task() override {
+    Envelope<In> item;
+    if (!claim_first(item)) return;
+    notify_upstream();
+    run_with(std::move(item));
+  }
+
   /// Called once by the upstream stage when it has sent its last item.
   void close_input() {
     int tasks = 0;
@@ -148,9 +156,47 @@ class InputStage : public StageBase {
     return claimed;
   }
 
+  // Processes `item` (claimed or handed over; the task holds a slot) with `process`, then claims
+  // and processes items of this stage until one of its outputs reserves a slot in the next stage;
+  // then gives this stage's slot back (starting a continuation task if more is queued) and
+  // follows the output into the next stage on this thread, depth first. `item` is the loop's:
+  // each claim refills it. `process(Envelope<In>&&)` returns a Follow<X> (where to go next).
+  template <class Process>
+  void run_loop(Envelope<In>& item, Process&& process) {
+    std::vector<Envelope<In>> discarded;
+    for (;;) {
+      auto follow = process(std::move(item));
+      int tasks = 0;
+      bool done = false;
+      bool claimed = false;
+      {
+        Locked lock(*this);
+        if (follow) {
+          --active_;
+          tasks = plan_spawns_locked();
+          done = tasks == 0 && finish_ready_locked();
+        } else {
+          claimed = claim_or_leave_locked(item, discarded, done);
+        }
+      }
+      if (follow) {
+        spawn(tasks);
+        if (done) finish();
+        follow.run();
+        return;
+      }
+      discard(discarded);
+      if (!claimed) {
+        if (done) finish();
+        return;
+      }
+      notify_upstream();
+    }
+  }
+
   void discard(std::vector<Envelope<In>>& items) noexcept {
     if (items.empty()) return;
-    std::uint32_t credits = 0;
+    std::uint64_t credits = 0;
     for (auto& item : items) credits += item.credits;
     items.clear();
     runtime_.release_credits(credits);
@@ -216,6 +262,7 @@ class SourceStage final : public StageBase {
       : StageBase(runtime, std::move(name), StageKind::source, StageOptions{}), body_(std::move(body)) {}
 
   InputStage<Out>*& next_link() noexcept { return out_.link(); }
+  std::vector<StageBase*> outputs() const override { return {out_.next()}; }
 
  protected:
   std::size_t claimable_locked() override {
@@ -289,7 +336,7 @@ class SourceStage final : public StageBase {
     try {
       value = std::invoke(body_);
     } catch (...) {
-      runtime_.release_credits(1);
+      runtime_.release_credits(Runtime::credit_unit);
       runtime_.fail(StageError(name_, index, std::current_exception()));
       return false;
     }
@@ -297,12 +344,12 @@ class SourceStage final : public StageBase {
     busy_ticks_.add(end - begin);
     if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
     if (!value) {
-      runtime_.release_credits(1);
+      runtime_.release_credits(Runtime::credit_unit);
       return false;
     }
     next_index_ = index + 1;
     items_out_.add(1);
-    follow = out_.send(Envelope<Out>{std::move(value), index, index, 1}, true);
+    follow = out_.send(Envelope<Out>{std::move(value), index, index, Runtime::credit_unit}, true);
     return true;
   }
 
@@ -327,19 +374,24 @@ class Stage final : public InputStage<In> {
   }
 
   InputStage<Out>*& next_link() noexcept { return out_.link(); }
+  std::vector<StageBase*> outputs() const override {
+    if constexpr (is_sink)
+      return {};
+    else
+      return {out_.next()};
+  }
 
  protected:
   // Claims and processes items of this stage until one of its outputs reserves a slot in the
   // next stage; then gives this stage's slot back (starting a continuation task if more is
   // queued) and follows the output into the next stage on this thread, depth first.
+  void run_with(Envelope<In>&& item) override { run_from(item); }
   void run_task() override {
     Envelope<In> item;
     if (!this->claim_first(item)) return;
     this->notify_upstream();
     run_from(item);
   }
-
-  void run_with(Envelope<In>&& item) override { run_from(item); }
 
   void pass_hole(Envelope<In>&& hole) override {
     if constexpr (is_sink) {
@@ -366,7 +418,7 @@ class Stage final : public InputStage<In> {
     if constexpr (is_emit) {
       if (this->runtime_.cancelled()) {
         std::lock_guard lock(gate_mutex_);
-        std::uint32_t credits = 0;
+        std::uint64_t credits = 0;
         out_gate_.drain([&](std::vector<Envelope<Out>>& group) {
           for (auto& e : group) credits += e.credits;
         });
@@ -387,41 +439,8 @@ class Stage final : public InputStage<In> {
  private:
   bool ordered_output() const noexcept { return this->options_.ordered && this->parallel(); }
 
-  // Processes `item` (claimed or handed over; the task holds a slot), then claims and processes
-  // items of this stage until one of its outputs reserves a slot in the next stage; then gives
-  // this stage's slot back (starting a continuation task if more is queued) and follows the
-  // output into the next stage on this thread, depth first.
-  // `item` is this loop's: each claim refills it.
   void run_from(Envelope<In>& item) {
-    std::vector<Envelope<In>> discarded;
-    for (;;) {
-      Follow<Out> follow = process(std::move(item));
-      int tasks = 0;
-      bool done = false;
-      bool claimed = false;
-      {
-        typename Base::Locked lock(*this);
-        if (follow) {
-          --this->active_;
-          tasks = this->plan_spawns_locked();
-          done = tasks == 0 && this->finish_ready_locked();
-        } else {
-          claimed = this->claim_or_leave_locked(item, discarded, done);
-        }
-      }
-      if (follow) {
-        this->spawn(tasks);
-        if (done) this->finish();
-        follow.run();
-        return;
-      }
-      this->discard(discarded);
-      if (!claimed) {
-        if (done) this->finish();
-        return;
-      }
-      this->notify_upstream();
-    }
+    this->run_loop(item, [this](Envelope<In>&& claimed) { return process(std::move(claimed)); });
   }
 
   /// Runs the body on one item and hands on what it produced; returns where to go next when a
