@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>

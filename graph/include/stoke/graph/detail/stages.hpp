@@ -386,12 +386,6 @@ class Stage final : public InputStage<In> {
   // next stage; then gives this stage's slot back (starting a continuation task if more is
   // queued) and follows the output into the next stage on this thread, depth first.
   void run_with(Envelope<In>&& item) override { run_from(item); }
-  void run_task() override {
-    Envelope<In> item;
-    if (!this->claim_first(item)) return;
-    this->notify_upstream();
-    run_from(item);
-  }
 
   void pass_hole(Envelope<In>&& hole) override {
     if constexpr (is_sink) {
