@@ -129,7 +129,10 @@ Window window(const Run& run, const SimulatedDevice& device, double from_s) {
   const auto at = [&](double t) {
     return run.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
   };
-  w.busy = device.busy_seconds(at(a.t), at(b.t)) / (b.t - a.t);
+  // Both from the same time points: the device's spans do not overlap and are clipped to the
+  // window, so the share cannot round above 1 (b.t - a.t as a double could differ by a tick).
+  const auto from = at(a.t), to = at(b.t);
+  w.busy = to > from ? device.busy_seconds(from, to) / std::chrono::duration<double>(to - from).count() : 0;
   return w;
 }
 
