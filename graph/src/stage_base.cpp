@@ -46,6 +46,7 @@ void StageBase::make_gated() {
 bool StageBase::gate_open_flag_locked(bool flush) {
   if (gate_open_locked(flush)) return true;
   if (!gate_hold_) gate_hold_.emplace(runtime_.hold());
+  note_parked_locked();
   return false;
 }
 
@@ -65,19 +66,21 @@ void StageBase::start(Runtime& runtime) {
   if (gated_) runtime.add_gated(this);
   std::lock_guard<tbb::spin_mutex> lock(mutex_);
   running_ = true;
-  since_ = runtime.started_ticks();
-  state_ = state_locked();
+  started_ticks_ = runtime.started_ticks();
 }
 
-void StageBase::transition_locked() const {
-  const State next = state_locked();
-  if (next == state_) return;
-  const std::int64_t now = ticks();
-  if (state_ == State::starved) starved_ticks_ += now - since_;
-  if (state_ == State::blocked) blocked_ticks_ += now - since_;
-  since_ = now;
-  state_ = next;
+void StageBase::leave_slow() {
+  int tasks = 0;
+  bool done = false;
+  {
+    Locked lock(*this);
+    tasks = plan_spawns_locked();
+    done = tasks == 0 && finish_ready_locked();
+  }
+  spawn(tasks);
+  if (done) finish();
 }
+
 
 void StageBase::spawn(int tasks) {
   if (tasks > 0) runtime_.spawn(*this, tasks);
@@ -90,6 +93,10 @@ void StageBase::wake() {
   {
     Locked lock(*this);
     blocked_.store(false);
+    if (parked_since_ != 0) {
+      blocked_ticks_ += ticks() - parked_since_;
+      parked_since_ = 0;
+    }
     hold.swap(gate_hold_);
     tasks = plan_spawns_locked();
     // A gated stage may have had nothing left but a flush its gate held back.
@@ -116,6 +123,7 @@ bool StageBase::room_or_park_locked() {
       blocked_.store(false);
       return true;
     }
+    note_parked_locked();
     return false;
   }
   // A fan-out: room in every branch (any branch that frees some wakes it).
@@ -125,6 +133,7 @@ bool StageBase::room_or_park_locked() {
     blocked_.store(false);
     return true;
   }
+  note_parked_locked();
   return false;
 }
 
@@ -141,6 +150,11 @@ void StageBase::finish() {
   on_finish();
   Locked lock(*this);
   finished_ = true;
+  finished_ticks_ = ticks();
+  if (parked_since_ != 0) {
+    blocked_ticks_ += finished_ticks_ - parked_since_;
+    parked_since_ = 0;
+  }
 }
 
 bool StageBase::finished() const {
@@ -148,15 +162,16 @@ bool StageBase::finished() const {
   return finished_;
 }
 
-void StageBase::account(std::uint64_t index, std::int64_t begin) {
+std::int64_t StageBase::account(std::uint64_t index, std::int64_t begin) {
   const std::int64_t end = ticks();
   busy_ticks_.add(end - begin);
   if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
+  return end;
 }
 
 void StageBase::fail_or_skip(std::uint64_t index, std::exception_ptr error) {
   if (options_.on_error == OnError::skip) {
-    skipped_.fetch_add(1, std::memory_order_relaxed);
+    skipped_.fetch_add(1, std::memory_order_release);
     runtime_.record_skip(name_, index, describe(error));
   } else {
     runtime_.fail(StageError(name_, index, std::move(error)));
@@ -169,7 +184,7 @@ void StageBase::set_concurrency(int concurrency) {
   int tasks = 0;
   {
     Locked lock(*this);
-    limit_ = std::clamp(concurrency, options_.concurrency.min, options_.concurrency.max);
+    limit_.store(std::clamp(concurrency, options_.concurrency.min, options_.concurrency.max));
     tasks = plan_spawns_locked();
   }
   spawn(tasks);
@@ -184,23 +199,44 @@ StageStats StageBase::stats() const {
   StageStats s;
   s.name = name_;
   s.kind = kind_;
+  std::int64_t window = 0, blocked = 0;
   {
     Locked lock(*this);
-    s.concurrency = limit_;
-    s.active = active_;
+    s.concurrency = limit();
     s.queued = queued_locked();
     s.peak_queued = peak_queued_;
-    const std::int64_t current = running_ ? ticks() - since_ : 0;  // the open interval
-    s.starved = std::chrono::nanoseconds(ticks_to_ns(starved_ticks_ + (state_ == State::starved ? current : 0)));
-    s.blocked = std::chrono::nanoseconds(ticks_to_ns(blocked_ticks_ + (state_ == State::blocked ? current : 0)));
+    const std::int64_t now = ticks();
+    if (running_) window = (finished_ ? finished_ticks_ : now) - started_ticks_;
+    blocked = blocked_ticks_ + (parked_since_ != 0 ? now - parked_since_ : 0);
   }
+  // The running time: the closed intervals, and the open one (restarted here, so that no
+  // interval outgrows the stamp's range however long the stage stays active).
+  std::int64_t running = running_ticks_.load();
+  std::uint64_t word = work_.load();
+  while (active_in(word) > 0) {
+    const std::int64_t now = ticks();
+    if (work_.compare_exchange_weak(word, stamp(now) | (word & active_mask))) {
+      running_ticks_.add(since(word, now));
+      running += since(word, now);
+      break;
+    }
+  }
+  s.active = active_in(word);
+  // Not running: blocked while parked (a source whenever it is not producing), else starved.
+  const std::int64_t idle = std::max<std::int64_t>(window - running, 0);
+  if (kind_ == StageKind::source) blocked = idle;
+  blocked = std::min(blocked, idle);
+  s.starved = std::chrono::nanoseconds(ticks_to_ns(idle - blocked));
+  s.blocked = std::chrono::nanoseconds(ticks_to_ns(blocked));
   s.min_concurrency = options_.concurrency.min;
   s.max_concurrency = options_.concurrency.max;
   s.capacity = kind_ == StageKind::source ? 0 : capacity_.load();
-  s.items_in = items_in_.load();
+  // What left the stage before what entered it: every item counted out was counted in first,
+  // so a snapshot taken while items flow never shows more out than in.
   s.items_out = items_out_.load();
   s.dropped = dropped_.load();
   s.skipped = skipped_.load();
+  s.items_in = items_in_.load();
   s.busy = std::chrono::nanoseconds(ticks_to_ns(busy_ticks_.load()));
   return s;
 }

@@ -74,19 +74,10 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
       this->items_out_.add(1);
       out_.send(Envelope<Out>{std::move(value), op->seq, op->index, op->credits});
     } else {
-      if (!error) this->dropped_.fetch_add(1, std::memory_order_relaxed);
+      if (!error) this->dropped_.fetch_add(1, std::memory_order_release);
       out_.hole(this->runtime_, this->wiring_.forward_holes, op->seq, op->index, op->credits);
     }
-    int tasks = 0;
-    bool done = false;
-    {
-      typename Base::Locked lock(*this);
-      --this->active_;
-      tasks = this->plan_spawns_locked();
-      done = tasks == 0 && this->finish_ready_locked();
-    }
-    this->spawn(tasks);
-    if (done) this->finish();
+    this->leave();  // its slot, and a task for what waits for one
     op->hold = {};  // the run may end now
   }
 

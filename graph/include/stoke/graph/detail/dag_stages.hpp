@@ -79,12 +79,12 @@ class FanOutStage final : public InputStage<T> {
       std::optional<T> value = i + 1 < n ? std::optional<T>(*item.value) : std::move(item.value);
       Follow<T> next;
       if (links_[i]->push(Envelope<T>{std::move(value), item.seq, item.index, part}, !follow,
-                          !follow ? &next.item : nullptr))
+                          !follow ? &next.item : nullptr, begin))
         next.stage = links_[i];
       if (next) follow = std::move(next);
     }
     this->items_out_.add(1);
-    this->account(item.index, begin);
+    follow.at = this->account(item.index, begin);
     return follow;
   }
 
@@ -200,7 +200,7 @@ class JoinCore {
     }
     // Dropped on some branch: the partners go too (destroyed here, before their credits return).
     group.parts = {};
-    dropped_.fetch_add(1, std::memory_order_relaxed);
+    dropped_.fetch_add(1, std::memory_order_release);
     for (std::size_t i = 0; i < arity; ++i)
       if (group.holes & (std::uint64_t{1} << i)) last_dropper_.store(i, std::memory_order_relaxed);
     const std::size_t in_a_row = consecutive_drops_.fetch_add(1, std::memory_order_relaxed) + 1;

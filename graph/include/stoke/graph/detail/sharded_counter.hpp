@@ -20,7 +20,7 @@ std::size_t next_counter_slot() noexcept;
 /// The calling thread's slot in every ShardedCounter. Called several times per item and stage, so
 /// it is a thread-local read, initial-exec (no call to __tls_get_addr in position-independent
 /// code; the few bytes come from the static TLS surplus when a library holding it is dlopen'ed).
-inline std::size_t counter_slot() noexcept {
+[[gnu::always_inline]] inline std::size_t counter_slot() noexcept {
   static thread_local std::size_t slot __attribute__((tls_model("initial-exec"))) = ~std::size_t{0};
   if (slot == ~std::size_t{0}) [[unlikely]]
     slot = next_counter_slot();
@@ -30,19 +30,21 @@ inline std::size_t counter_slot() noexcept {
 template <class T>
 class ShardedCounter {
  public:
-  void add(T n) noexcept {
+  [[gnu::always_inline]] void add(T n) noexcept {
     const std::size_t slot = counter_slot();
     std::atomic<T>& value = slots_[slot].value;
     if (slot + 1 < counter_slots) {
-      value.store(value.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // this thread's alone
+      value.store(value.load(std::memory_order_relaxed) + n, std::memory_order_release);  // this thread's alone
     } else {
-      value.fetch_add(n, std::memory_order_relaxed);
+      value.fetch_add(n, std::memory_order_release);
     }
   }
-  /// The sum; exact once the adding threads are done, a snapshot while they run.
+  /// The sum; exact once the adding threads are done, a snapshot while they run. Release adds
+  /// and acquire loads (free on x86) order two counters: a reader that loads B, then A, sees
+  /// every A-add that happened before a B-add it saw (an item's "in" before its "out").
   T load() const noexcept {
     T sum{};
-    for (const Slot& slot : slots_) sum += slot.value.load(std::memory_order_relaxed);
+    for (const Slot& slot : slots_) sum += slot.value.load(std::memory_order_acquire);
     return sum;
   }
 

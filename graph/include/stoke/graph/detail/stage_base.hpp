@@ -26,12 +26,19 @@
 
 namespace stoke::graph::detail {
 
-/// Scheduling model. A stage runs tasks on the pipeline's oneTBB flow graph; each task claims
-/// items from the stage's input buffer one after another until none is claimable, so a stage
-/// with concurrency c has at most c tasks. Nothing ever blocks a thread: a stage that cannot
-/// start (no input, no room downstream, no in-flight credit) parks, and whoever changes that
-/// condition wakes it. Parking uses the pattern "set blocked flag, re-check": the waker first
-/// changes the condition, then reads the flag, so one of the two always sees the other.
+/// Scheduling model. A stage runs tasks on the pipeline's oneTBB arena; each task claims items
+/// from the stage's input buffer one after another until none is claimable, so a stage with
+/// concurrency c has at most c tasks. Nothing ever blocks a thread: a stage that cannot start
+/// (no input, no room downstream, no in-flight credit) parks, and whoever changes that condition
+/// wakes it. Parking uses the pattern "set blocked flag, re-check": the waker first changes the
+/// condition, then reads the flag, so one of the two always sees the other.
+///
+/// The slots a stage's tasks hold are counted in one atomic word (with the time the stage last
+/// became active), so that the common path -- a task carrying its item into the next stage and
+/// leaving this one with nothing queued -- takes no lock: try_take_slot() and give_slot() are a
+/// compare-and-swap each. The same "change, then re-check" rule joins it to the locked paths: a
+/// push that queues an item stores ready_ and then reads the slots; a leaving task gives its slot
+/// back and then reads ready_ (and input_closed_), so an item queued meanwhile always gets a task.
 class StageBase {
  public:
   StageBase(Runtime& runtime, std::string name, StageKind kind, StageOptions options);
@@ -78,22 +85,34 @@ class StageBase {
   }
 
  protected:
-  /// RAII: locks the stage; on unlock, if the stage's state (starved/blocked/running) changed,
-  /// closes the interval of the old state. The clock is read only on such transitions.
+  /// RAII: holds the stage's lock.
   class Locked {
    public:
-    explicit Locked(const StageBase& stage) : stage_(stage), lock_(stage.mutex_) {}
-    ~Locked() {
-      // The common case, a stage with calls running before and after: nothing to account.
-      if (stage_.state_ != State::running || stage_.active_ <= 0) stage_.transition_locked();
-    }
-    Locked(const Locked&) = delete;
-    Locked& operator=(const Locked&) = delete;
+    explicit Locked(const StageBase& stage) : lock_(stage.mutex_) {}
 
    private:
-    const StageBase& stage_;
-    std::unique_lock<tbb::spin_mutex> lock_;
+    std::lock_guard<tbb::spin_mutex> lock_;
   };
+
+  // ---- slots: tasks of this stage, running or about to ---------------------------------------
+  /// Tasks holding a slot (running, or spawned and not yet claiming). Any thread.
+  int active() const noexcept { return active_in(work_.load()); }
+  /// Takes a slot if fewer than the concurrency limit are held; lock-free. The first slot opens
+  /// the stage's running interval at `now` (0: the clock is read, only then).
+  bool try_take_slot(std::int64_t now = 0) noexcept;
+  /// Takes up to `wanted` slots below the limit and returns how many it took; lock-free.
+  int take_slots(int wanted) noexcept;
+  /// Gives a slot back; lock-free. The last one closes the running interval at `now` (0: the
+  /// clock is read, only then).
+  void give_slot(std::int64_t now = 0) noexcept;
+  /// A task that took its item straight from push() is done with this stage and gives its slot
+  /// back without the lock, unless an item was queued meanwhile or the input closed: then it
+  /// starts what that needs (a task, or the stage's finish).
+  void leave(std::int64_t now = 0) {
+    give_slot(now);
+    if (ready_.load(std::memory_order_seq_cst) != 0 || input_closed_.load(std::memory_order_seq_cst)) [[unlikely]]
+      leave_slow();
+  }
 
   /// How many more tasks could claim work right now (called locked).
   virtual std::size_t claimable_locked() = 0;
@@ -104,12 +123,11 @@ class StageBase {
 
   /// Decides how many tasks to start (locked); pass the result to spawn() after unlocking.
   int plan_spawns_locked() {
-    if (!running_ || finishing_ || active_ >= limit_) return 0;
+    if (!running_ || finishing_ || active() >= limit()) return 0;
     const std::size_t claimable = claimable_locked();
     if (claimable <= static_cast<std::size_t>(starting_)) return 0;
-    const int tasks = static_cast<int>(std::min<std::size_t>(claimable - static_cast<std::size_t>(starting_),
-                                                             static_cast<std::size_t>(limit_ - active_)));
-    active_ += tasks;
+    const int tasks = take_slots(static_cast<int>(
+        std::min<std::size_t>(claimable - static_cast<std::size_t>(starting_), static_cast<std::size_t>(limit()))));
     starting_ += tasks;
     return tasks;
   }
@@ -120,7 +138,7 @@ class StageBase {
   void notify_upstream() noexcept;
   /// True once, when the input is closed and nothing is left to do (called locked).
   bool finish_ready_locked() {
-    if (!input_closed_ || finishing_ || active_ != 0 || queued_locked() != 0) return false;
+    if (!input_closed_.load() || finishing_ || active() != 0 || queued_locked() != 0) return false;
     if (gated_ && !runtime_.cancelled() && !gate_open_flag_locked(true)) [[unlikely]]
       return false;
     finishing_ = true;
@@ -141,8 +159,9 @@ class StageBase {
 
   void note_queue_locked() noexcept;
 
-  /// Adds a body call that began at `begin` (ticks) to the busy time, and to the trace.
-  void account(std::uint64_t index, std::int64_t begin);
+  /// Adds a body call that began at `begin` (ticks) to the busy time, and to the trace; returns
+  /// the ticks at its end.
+  std::int64_t account(std::uint64_t index, std::int64_t begin);
   /// A body call failed: skipped and listed (OnError::skip) or the run fails (OnError::fail).
   void fail_or_skip(std::uint64_t index, std::exception_ptr error);
 
@@ -154,17 +173,26 @@ class StageBase {
 
   // A spin lock (oneTBB's, which backs off by yielding): every section it guards is a few dozen
   // instructions, taken about twice per item and stage, where a futex mutex costs twice as much.
+  /// Room downstream (in every branch after a fan-out), without parking: the lock-free path's
+  /// check, which falls back to the locked one (that parks) when there is none.
+  bool room_downstream() const noexcept;
+  /// The stage parks (no room downstream, no credit, its gate closed): its blocked time runs
+  /// until the next wake(). Called locked.
+  void note_parked_locked() noexcept {
+    if (parked_since_ == 0) parked_since_ = ticks() | 1;
+  }
+  int limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
+
   mutable tbb::spin_mutex mutex_;
   // Guarded by mutex_:
-  int limit_;
-  int active_ = 0;    // tasks running, including those not yet claiming
   int starting_ = 0;  // tasks spawned that have not yet tried to claim
   bool running_ = false;
-  bool input_closed_ = false;
   bool finishing_ = false;
   bool finished_ = false;
   std::size_t peak_queued_ = 0;
 
+  std::atomic<int> limit_;                  // concurrency; written locked, read anywhere
+  std::atomic<bool> input_closed_{false};   // written locked, read by leave()
   std::atomic<std::size_t> ready_{0};  // claimable items in the input buffer
   std::atomic<std::size_t> capacity_;
   std::atomic<bool> blocked_{false};  // parked for lack of room downstream
@@ -181,20 +209,75 @@ class StageBase {
   ShardedCounter<std::int64_t> busy_ticks_;
 
  private:
-  enum class State { idle, starved, blocked, running };
-  State state_locked() const {
-    if (!running_ || finished_ || finishing_) return State::idle;
-    if (active_ > 0) return State::running;
-    if (kind_ == StageKind::source) return State::blocked;
-    if (ready_.load(std::memory_order_relaxed) > 0) return State::blocked;
-    return input_closed_ ? State::idle : State::starved;
+  // work_: the slots held (low active_bits bits) and, above them, the tick (>> tick_shift, modulo
+  // 2^(64 - active_bits)) at which the count last rose from 0. Intervals are taken modulo that
+  // range, which at 3 GHz is 17 days; stats() restarts a long one.
+  static constexpr unsigned active_bits = 16;
+  static constexpr unsigned tick_shift = 4;
+  static constexpr std::uint64_t active_mask = (std::uint64_t{1} << active_bits) - 1;
+  static int active_in(std::uint64_t word) noexcept { return static_cast<int>(word & active_mask); }
+  static std::uint64_t stamp(std::int64_t now) noexcept {
+    return static_cast<std::uint64_t>(now) >> tick_shift << active_bits;
   }
-  void transition_locked() const;
+  /// Ticks from the stamp in `word` to `now`.
+  static std::int64_t since(std::uint64_t word, std::int64_t now) noexcept {
+    return static_cast<std::int64_t>(((stamp(now) - (word & ~active_mask)) >> active_bits) << tick_shift);
+  }
+  void leave_slow();
 
-  mutable State state_ = State::idle;
-  mutable std::int64_t since_ = 0;  // ticks
-  mutable std::int64_t starved_ticks_ = 0;
-  mutable std::int64_t blocked_ticks_ = 0;
+  mutable std::atomic<std::uint64_t> work_{0};  // mutable: stats() restarts the open interval
+  mutable ShardedCounter<std::int64_t> running_ticks_;  // closed intervals with at least one slot held
+  // Guarded by mutex_:
+  std::int64_t parked_since_ = 0;  // ticks | 1 while parked, else 0
+  std::int64_t blocked_ticks_ = 0;
+  std::int64_t finished_ticks_ = 0;
+  std::int64_t started_ticks_ = 0;
 };
+
+// ---- the lock-free path, inline: it runs once or twice per item and stage ------------------
+
+inline bool StageBase::try_take_slot(std::int64_t now) noexcept {
+  std::uint64_t word = work_.load();
+  for (;;) {
+    const int held = active_in(word);
+    if (held >= limit()) return false;
+    const std::uint64_t next = held == 0 ? stamp(now != 0 ? now : ticks()) | 1 : word + 1;
+    if (work_.compare_exchange_weak(word, next)) return true;
+  }
+}
+
+inline int StageBase::take_slots(int wanted) noexcept {
+  std::uint64_t word = work_.load();
+  for (;;) {
+    const int held = active_in(word);
+    const int tasks = std::min(wanted, limit() - held);
+    if (tasks <= 0) return 0;
+    const std::uint64_t next = (held == 0 ? stamp(ticks()) : word) + static_cast<std::uint64_t>(tasks);
+    if (work_.compare_exchange_weak(word, next)) return tasks;
+  }
+}
+
+inline void StageBase::give_slot(std::int64_t now) noexcept {
+  std::uint64_t word = work_.load();
+  for (;;) {
+    if (active_in(word) != 1) {
+      if (work_.compare_exchange_weak(word, word - 1)) return;
+      continue;
+    }
+    // The last slot: the running interval that began at the stamp ends now.
+    if (now == 0) now = ticks();
+    if (work_.compare_exchange_weak(word, stamp(now))) {
+      running_ticks_.add(since(word, now));
+      return;
+    }
+  }
+}
+
+inline bool StageBase::room_downstream() const noexcept {
+  if (const StageBase* down = wiring_.downstream) return down->has_room();
+  for (const StageBase* stage : wiring_.downstreams)
+    if (!stage->has_room()) return false;
+  return true;
+}
 
 }  // namespace stoke::graph::detail

@@ -34,38 +34,16 @@ class InputStage : public StageBase {
   /// it is reserved for the caller and push returns true. The caller must then call run_task(),
   /// which claims from the queue, unless `carry` received the item: when nothing is queued ahead
   /// of it and its order does not matter, the item skips the queue and the caller runs it with
-  /// run_with() (one lock per item and stage instead of two).
-  bool push(Envelope<In>&& item, bool follow = false, std::optional<Envelope<In>>* carry = nullptr) {
-    std::vector<Envelope<In>> holes;
-    int tasks = 0;
-    {
-      Locked lock(*this);
-      if (!item.hole()) items_in_.add(1);
-      if (wiring_.gated) {
-        gate_.put(item.seq, std::move(item));
-        while (auto next = gate_.pop()) {
-          if (next->hole())
-            holes.push_back(std::move(*next));
-          else
-            ready_q_.push_back(std::move(*next));
-        }
-      } else if (item.hole()) {
-        holes.push_back(std::move(item));
-      } else if (follow && carry != nullptr && can_take_directly_locked()) {
-        ++active_;
-        carry->emplace(std::move(item));
-        return true;
-      } else {
-        ready_q_.push_back(std::move(item));
-      }
-      ready_.store(ready_q_.size(), std::memory_order_seq_cst);
-      note_queue_locked();
-      tasks = plan_spawns_locked();
+  /// run_with() (without a lock: take_directly()).
+  /// `now`: the ticks if the caller has just read them (0: read them here if needed).
+  bool push(Envelope<In>&& item, bool follow = false, std::optional<Envelope<In>>* carry = nullptr,
+            std::int64_t now = 0) {
+    if (follow && carry != nullptr && take_directly(item, now)) {
+      items_in_.add(1);
+      carry->emplace(std::move(item));
+      return true;
     }
-    follow = follow && tasks > 0;
-    spawn(follow ? tasks - 1 : tasks);
-    for (auto& hole : holes) pass_hole(std::move(hole));
-    return follow;
+    return push_locked(std::move(item), follow, carry);
   }
 
   /// Runs an item that push() handed to the calling task directly (the task holds a slot).
@@ -85,7 +63,7 @@ class InputStage : public StageBase {
     bool done = false;
     {
       Locked lock(*this);
-      input_closed_ = true;
+      input_closed_.store(true);
       tasks = plan_spawns_locked();
       done = tasks == 0 && finish_ready_locked();
     }
@@ -106,11 +84,21 @@ class InputStage : public StageBase {
 
   std::size_t queued_locked() const override { return ready_q_.size() + gate_.size(); }
 
-  /// An item may go to a task without the queue: the stage runs, nothing waits ahead of it, a
-  /// slot is free and there is room downstream (else the stage parks, as a claim would).
+  /// The lock-free way in: an item that is not a hole goes to the pushing task without the
+  /// queue when nothing is queued, the input is not ordered, the body has no gate, there is room
+  /// downstream and a slot is free (taken here). No push comes before start() or after
+  /// close_input(), so the stage is running. An item queued meanwhile is not overtaken for long:
+  /// its pusher saw the slot taken, and this task's leave() sees the item and starts a task.
+  bool take_directly(const Envelope<In>& item, std::int64_t now) noexcept {
+    return !wiring_.gated && !gated_ && !item.hole() && ready_.load(std::memory_order_seq_cst) == 0 &&
+           !runtime_.cancelled() && room_downstream() && try_take_slot(now);
+  }
+
+  /// The locked way in (a gated body's, or where the lock-free one said no): as take_directly(),
+  /// parking when there is no room downstream, and asking the body's gate.
   bool can_take_directly_locked() {
     return running_ && !finishing_ && !runtime_.cancelled() && ready_q_.empty() && starting_ == 0 &&
-           active_ < limit_ && room_or_park_locked() && gate_locked();
+           room_or_park_locked() && gate_locked() && try_take_slot();
   }
 
   /// Takes the next ready item; on cancellation moves everything queued into `discard` instead.
@@ -134,8 +122,8 @@ class InputStage : public StageBase {
   /// Claims the next item for this task, or gives the task's slot back (and reports whether the
   /// stage is now done). Called locked.
   bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done) {
-    if (active_ <= limit_ && claim_locked(item, discarded)) return true;
-    --active_;
+    if (active() <= limit() && claim_locked(item, discarded)) return true;
+    give_slot();
     done = finish_ready_locked();
     return false;
   }
@@ -163,27 +151,21 @@ class InputStage : public StageBase {
   // each claim refills it. `process(Envelope<In>&&)` returns a Follow<X> (where to go next).
   template <class Process>
   void run_loop(Envelope<In>& item, Process&& process) {
-    std::vector<Envelope<In>> discarded;
     for (;;) {
       auto follow = process(std::move(item));
-      int tasks = 0;
+      // Nothing queued (the common case when items are carried from stage to stage): leave
+      // without the lock.
+      if (follow || ready_.load(std::memory_order_seq_cst) == 0) {
+        this->leave(follow.at);
+        if (follow) follow.run();
+        return;
+      }
+      std::vector<Envelope<In>> discarded;
       bool done = false;
       bool claimed = false;
       {
         Locked lock(*this);
-        if (follow) {
-          --active_;
-          tasks = plan_spawns_locked();
-          done = tasks == 0 && finish_ready_locked();
-        } else {
-          claimed = claim_or_leave_locked(item, discarded, done);
-        }
-      }
-      if (follow) {
-        spawn(tasks);
-        if (done) finish();
-        follow.run();
-        return;
+        claimed = claim_or_leave_locked(item, discarded, done);
       }
       discard(discarded);
       if (!claimed) {
@@ -204,6 +186,40 @@ class InputStage : public StageBase {
   }
 
  private:
+  /// push() when the item cannot go straight to the caller: into the reorder buffer or the
+  /// queue, starting tasks for what became claimable. Out of line, to keep push() small.
+  [[gnu::noinline]] bool push_locked(Envelope<In>&& item, bool follow, std::optional<Envelope<In>>* carry) {
+    std::vector<Envelope<In>> holes;
+    int tasks = 0;
+    {
+      Locked lock(*this);
+      if (!item.hole()) items_in_.add(1);
+      if (wiring_.gated) {
+        gate_.put(item.seq, std::move(item));
+        while (auto next = gate_.pop()) {
+          if (next->hole())
+            holes.push_back(std::move(*next));
+          else
+            ready_q_.push_back(std::move(*next));
+        }
+      } else if (item.hole()) {
+        holes.push_back(std::move(item));
+      } else if (follow && carry != nullptr && can_take_directly_locked()) {
+        carry->emplace(std::move(item));
+        return true;
+      } else {
+        ready_q_.push_back(std::move(item));
+      }
+      ready_.store(ready_q_.size(), std::memory_order_seq_cst);
+      note_queue_locked();
+      tasks = plan_spawns_locked();
+    }
+    follow = follow && tasks > 0;
+    spawn(follow ? tasks - 1 : tasks);
+    for (auto& hole : holes) pass_hole(std::move(hole));
+    return follow;
+  }
+
   std::deque<Envelope<In>> ready_q_;
   Reorder<Envelope<In>> gate_;
 };
@@ -214,6 +230,9 @@ template <class T>
 struct Follow {
   InputStage<T>* stage = nullptr;
   std::optional<Envelope<T>> item{};
+  /// Ticks when the body call that led here ended (0: not known), so that leaving the stage it
+  /// ran in needs no second reading of the clock.
+  std::int64_t at = 0;
 
   explicit operator bool() const noexcept { return stage != nullptr; }
   /// Continues in `stage` on this thread (the task already holds its slot there).
@@ -234,9 +253,11 @@ class Outlet {
 
   /// Hands an item to the next stage. With `follow` (once per call of a body), asks to run the
   /// next stage on this thread afterwards; returns where to go when a slot was reserved there.
-  Follow<Out> send(Envelope<Out>&& item, bool follow = false) {
+  /// `now`: the ticks if the caller has just read them (0: the next stage reads the clock if
+  /// it needs to).
+  Follow<Out> send(Envelope<Out>&& item, bool follow = false, std::int64_t now = 0) {
     Follow<Out> next;
-    if (next_->push(std::move(item), follow, follow ? &next.item : nullptr)) next.stage = next_;
+    if (next_->push(std::move(item), follow, follow ? &next.item : nullptr, now)) next.stage = next_;
     return next;
   }
 
@@ -287,7 +308,7 @@ class SourceStage final : public StageBase {
           started = true;
         }
         if (closed_ || claimable_locked() == 0) {
-          --active_;
+          give_slot();
           return;
         }
         if (runtime_.cancelled() || runtime_.stop_requested()) {
@@ -303,9 +324,9 @@ class SourceStage final : public StageBase {
         bool done = false;
         {
           Locked lock(*this);
-          --active_;
+          give_slot();
           closed_ = true;
-          input_closed_ = true;
+          input_closed_.store(true);
           done = finish_ready_locked();
         }
         if (done) finish();
@@ -315,7 +336,7 @@ class SourceStage final : public StageBase {
         int tasks = 0;
         {
           Locked lock(*this);
-          --active_;
+          give_slot(follow.at);
           tasks = plan_spawns_locked();
         }
         spawn(tasks);
@@ -349,7 +370,8 @@ class SourceStage final : public StageBase {
     }
     next_index_ = index + 1;
     items_out_.add(1);
-    follow = out_.send(Envelope<Out>{std::move(value), index, index, Runtime::credit_unit}, true);
+    follow = out_.send(Envelope<Out>{std::move(value), index, index, Runtime::credit_unit}, true, end);
+    follow.at = end;
     return true;
   }
 
@@ -452,17 +474,19 @@ class Stage final : public InputStage<In> {
       } catch (...) {
         error = std::current_exception();
       }
-      this->account(item.index, begin);
+      Follow<Out> next;
+      next.at = this->account(item.index, begin);
       if (result) {
         this->items_out_.add(1);
-        return out_.send(Envelope<Out>{std::move(result), item.seq, item.index, item.credits}, true);
+        next = out_.send(Envelope<Out>{std::move(result), item.seq, item.index, item.credits}, true, next.at);
+        return next;
       }
       if (error)
         this->fail_or_skip(item.index, error);
       else
-        this->dropped_.fetch_add(1, std::memory_order_relaxed);
+        this->dropped_.fetch_add(1, std::memory_order_release);
       out_.hole(this->runtime_, this->wiring_.forward_holes, item.seq, item.index, item.credits);
-      return {};
+      return next;
     } else if constexpr (is_emit) {
       std::vector<Envelope<Out>> group;
       CallTarget target(*this, item.index, item.credits, ordered_output() ? &group : nullptr, true);
@@ -474,28 +498,31 @@ class Stage final : public InputStage<In> {
           error = std::current_exception();
         }
       }
-      this->account(item.index, begin);
+      const std::int64_t end = this->account(item.index, begin);
       if (error) this->fail_or_skip(item.index, error);
       if (!target.credit_given()) {
-        if (!error) this->dropped_.fetch_add(1, std::memory_order_relaxed);
+        if (!error) this->dropped_.fetch_add(1, std::memory_order_release);
         this->runtime_.release_credits(item.credits);
       }
       if (ordered_output()) complete_group(item.seq, std::move(group));
-      return target.take_follow();
+      Follow<Out> next = target.take_follow();
+      next.at = end;
+      return next;
     } else {  // sink
       try {
         std::invoke(body_, std::move(*item.value));
       } catch (...) {
         error = std::current_exception();
       }
-      this->account(item.index, begin);
+      Follow<Out> next;
+      next.at = this->account(item.index, begin);
       if (error)
         this->fail_or_skip(item.index, error);
       else
         this->items_out_.add(1);
       item.value.reset();  // destroy the item before its credit returns
       this->runtime_.release_credits(item.credits);
-      return {};
+      return next;
     }
   }
 
