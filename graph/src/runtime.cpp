@@ -25,6 +25,7 @@ Runtime::Runtime(PipelineOptions options)
   } else {
     impl_->arena = std::make_unique<tbb::task_arena>();
   }
+  concurrency_ = impl_->arena->max_concurrency();
 }
 
 Runtime::~Runtime() = default;
@@ -112,7 +113,8 @@ std::vector<SkippedItem> Runtime::skipped_items() const {
 
 void Runtime::begin() noexcept {
   signal_base_ = signal_count.load();
-  nanoseconds_per_tick();  // calibrate (~2 ms, once) before the stages' clocks start, not during the run
+  // Calibrates (~2 ms, once) before the stages' clocks start, not during the run.
+  short_call_ticks_ = static_cast<std::int64_t>(20'000.0 / nanoseconds_per_tick());
   started_ticks_ = ticks();
 }
 

@@ -57,9 +57,9 @@ void Doorbell::disconnect() noexcept {
 
 void StageBase::wire(const Wiring& wiring) { wiring_ = wiring; }
 
-std::size_t next_counter_slot() noexcept {
+std::size_t next_tally_slot() noexcept {
   static std::atomic<std::size_t> next{0};
-  return std::min(next.fetch_add(1, std::memory_order_relaxed), counter_slots - 1);
+  return std::min(next.fetch_add(1, std::memory_order_relaxed), tally_slots - 1);
 }
 
 void StageBase::start(Runtime& runtime) {
@@ -162,10 +162,17 @@ bool StageBase::finished() const {
   return finished_;
 }
 
-std::int64_t StageBase::account(std::uint64_t index, std::int64_t begin) {
+std::int64_t StageBase::account(std::uint64_t index, CallTiming call) {
+  if (call.weight == 0) return 0;
   const std::int64_t end = ticks();
-  busy_ticks_.add(end - begin);
-  if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
+  const std::int64_t took = end - call.begin;
+  tallies_.add(&Tally::busy, took * call.weight);
+  if (owns_tally_slot()) {
+    Tally& mine = tallies_.mine();
+    if (mine.carried.load(std::memory_order_relaxed) > 0) tallies_.add(&Tally::carried_busy, took * call.weight);
+    mine.stride = took < runtime_.short_call_ticks() ? sample_stride : 1;
+  }
+  if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, call.begin, end);
   return end;
 }
 
@@ -209,19 +216,20 @@ StageStats StageBase::stats() const {
     if (running_) window = (finished_ ? finished_ticks_ : now) - started_ticks_;
     blocked = blocked_ticks_ + (parked_since_ != 0 ? now - parked_since_ : 0);
   }
-  // The running time: the closed intervals, and the open one (restarted here, so that no
-  // interval outgrows the stamp's range however long the stage stays active).
-  std::int64_t running = running_ticks_.load();
+  // The running time: the closed intervals of the slots, the open one (restarted here, so that
+  // no interval outgrows the stamp's range however long the stage stays active), and the calls of
+  // carried visits. These may overlap (parallel carried calls): the sum may exceed the stage's
+  // lifetime, which then leaves no idle time.
   std::uint64_t word = work_.load();
   while (active_in(word) > 0) {
     const std::int64_t now = ticks();
     if (work_.compare_exchange_weak(word, stamp(now) | (word & active_mask))) {
-      running_ticks_.add(since(word, now));
-      running += since(word, now);
+      tallies_.add(&Tally::running, since(word, now));
       break;
     }
   }
-  s.active = active_in(word);
+  const std::int64_t running = tallies_.sum(&Tally::running) + tallies_.sum(&Tally::carried_busy);
+  s.active = active_in(word) + carried();
   // Not running: blocked while parked (a source whenever it is not producing), else starved.
   const std::int64_t idle = std::max<std::int64_t>(window - running, 0);
   if (kind_ == StageKind::source) blocked = idle;
@@ -233,11 +241,11 @@ StageStats StageBase::stats() const {
   s.capacity = kind_ == StageKind::source ? 0 : capacity_.load();
   // What left the stage before what entered it: every item counted out was counted in first,
   // so a snapshot taken while items flow never shows more out than in.
-  s.items_out = items_out_.load();
+  s.items_out = tallies_.sum(&Tally::out);
   s.dropped = dropped_.load();
   s.skipped = skipped_.load();
-  s.items_in = items_in_.load();
-  s.busy = std::chrono::nanoseconds(ticks_to_ns(busy_ticks_.load()));
+  s.items_in = tallies_.sum(&Tally::in);
+  s.busy = std::chrono::nanoseconds(ticks_to_ns(tallies_.sum(&Tally::busy)));
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "stoke/graph/graph.hpp"
 #include "test_support.hpp"
@@ -165,6 +166,37 @@ TEST(PipelineConcurrencyTest, SerialSourceMapAndSinkNeverRunTwoCallsAtOnce) {
   EXPECT_EQ(sink_probe.peak(), 1);
   EXPECT_EQ(serial_probe.calls(), 300u);
   EXPECT_EQ(sink_probe.calls(), 300u);
+}
+
+/// Counts what it gets and emits the count once, at the end (a flush, as a batcher's last batch).
+struct CountAtTheEnd {
+  int seen = 0;
+  void operator()(int, Emitter<int>&) { ++seen; }
+  void flush(Emitter<int>& out) { out.emit(seen); }
+};
+
+TEST(PipelineConcurrencyTest, AStageWhoseInputClosesDuringCallsItDidNotCountWaitsForThem) {
+  // "work" may run as many calls as there are threads, so the calls carried into it are not
+  // counted in its slots (a carried visit). The source ends while they sleep: the stage's input
+  // closes with nothing queued and no slot held, and it must still wait for those calls before it
+  // finishes and closes the next stage's input -- or "count" would flush before their items.
+  for (int round = 0; round < 10; ++round) {
+    Pipeline pipe({.threads = 2});
+    std::vector<int> counts;
+    pipe.source("source", [next = 0]() mutable -> std::optional<int> {
+          return next < 2 ? std::optional(next++) : std::nullopt;
+        })
+        .map("work",
+             [](int x) {
+               sleep_us(5000);
+               return x;
+             },
+             {.concurrency = parallel(2)})
+        .emit<int>("count", CountAtTheEnd{})
+        .sink("sink", [&](int count) { counts.push_back(count); });
+    pipe.run();
+    ASSERT_EQ(counts, std::vector<int>{2}) << "round " << round << ": the flush came before every item";
+  }
 }
 
 TEST(PipelineConcurrencyTest, SetConcurrencyClampsToTheStageRange) {

@@ -29,13 +29,17 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
 
  public:
   AsyncStage(Runtime& runtime, std::string name, F body, StageOptions options)
-      : Base(runtime, std::move(name), StageKind::async, options), body_(std::move(body)) {}
+      : Base(runtime, std::move(name), StageKind::async, options), body_(std::move(body)) {
+    this->carriable_ = false;
+  }
 
   InputStage<Out>*& next_link() noexcept { return out_.link(); }
   std::vector<StageBase*> outputs() const override { return {out_.next()}; }
 
  protected:
-  void run_with(Envelope<In>&& item) override { start(std::move(item)); }
+  // Always a counted slot (the constructor forbids carried visits): the slot stays taken until
+  // the operation is resolved, after the task has left.
+  void run_with(Envelope<In>&& item, typename Base::Visit /*counted*/) override { start(std::move(item)); }
 
   void pass_hole(Envelope<In>&& hole) override {
     out_.hole(this->runtime_, this->wiring_.forward_holes, hole.seq, hole.index, hole.credits);
@@ -68,16 +72,16 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
   }
 
   void resolve(std::shared_ptr<AsyncOp> op, std::optional<Out> value, std::exception_ptr error) noexcept override {
-    this->account(op->index, op->begin);
+    this->account(op->index, {op->begin, 1});  // every operation timed: they are long
     if (error) this->fail_or_skip(op->index, error);
     if (value) {
-      this->items_out_.add(1);
+      this->tallies_.add(&Tally::out, std::uint64_t{1});
       out_.send(Envelope<Out>{std::move(value), op->seq, op->index, op->credits});
     } else {
       if (!error) this->dropped_.fetch_add(1, std::memory_order_release);
       out_.hole(this->runtime_, this->wiring_.forward_holes, op->seq, op->index, op->credits);
     }
-    this->leave();  // its slot, and a task for what waits for one
+    this->leave(Base::Visit::counted);  // its slot, and a task for what waits for one
     op->hold = {};  // the run may end now
   }
 

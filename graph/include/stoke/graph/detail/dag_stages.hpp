@@ -49,8 +49,8 @@ class FanOutStage final : public InputStage<T> {
   std::vector<StageBase*> outputs() const override { return {links_.begin(), links_.end()}; }
 
  protected:
-  void run_with(Envelope<T>&& item) override {
-    this->run_loop(item, [this](Envelope<T>&& claimed) { return hand_out(std::move(claimed)); });
+  void run_with(Envelope<T>&& item, typename Base::Visit visit) override {
+    this->run_loop(item, visit, [this](Envelope<T>&& claimed) { return hand_out(std::move(claimed)); });
   }
 
   void pass_hole(Envelope<T>&& hole) override {
@@ -69,7 +69,7 @@ class FanOutStage final : public InputStage<T> {
 
  private:
   Follow<T> hand_out(Envelope<T>&& item) {
-    const std::int64_t begin = ticks();
+    const typename Base::CallTiming call = this->begin_call();
     const std::size_t n = links_.size();
     Follow<T> follow;
     // Copies first (the item is still whole), the item itself last; the first branch with a free
@@ -78,13 +78,11 @@ class FanOutStage final : public InputStage<T> {
       const std::uint32_t part = credit_part(item.credits, n, i);
       std::optional<T> value = i + 1 < n ? std::optional<T>(*item.value) : std::move(item.value);
       Follow<T> next;
-      if (links_[i]->push(Envelope<T>{std::move(value), item.seq, item.index, part}, !follow,
-                          !follow ? &next.item : nullptr, begin))
-        next.stage = links_[i];
+      links_[i]->push(Envelope<T>{std::move(value), item.seq, item.index, part}, !follow ? &next : nullptr, call.begin);
       if (next) follow = std::move(next);
     }
-    this->items_out_.add(1);
-    follow.at = this->account(item.index, begin);
+    this->tallies_.add(&Tally::out, std::uint64_t{1});
+    follow.at = this->account(item.index, call);
     return follow;
   }
 
@@ -193,9 +191,7 @@ class JoinCore {
       joined_.fetch_add(1, std::memory_order_relaxed);
       Out value = std::apply([](auto&... parts) { return Out(std::move(*parts)...); }, group.parts);
       Follow<Out> next;
-      if (out_.next()->push(Envelope<Out>{std::move(value), seq, group.index, group.credits}, follow,
-                            follow ? &next.item : nullptr))
-        next.stage = out_.next();
+      out_.next()->push(Envelope<Out>{std::move(value), seq, group.index, group.credits}, follow ? &next : nullptr);
       return next;
     }
     // Dropped on some branch: the partners go too (destroyed here, before their credits return).
@@ -261,9 +257,9 @@ class JoinInput final : public InputStage<std::tuple_element_t<I, std::tuple<Ts.
   }
 
  protected:
-  void run_with(Envelope<T>&& item) override {
-    this->run_loop(item, [this](Envelope<T>&& part) {
-      this->items_out_.add(1);
+  void run_with(Envelope<T>&& item, typename Base::Visit visit) override {
+    this->run_loop(item, visit, [this](Envelope<T>&& part) {
+      this->tallies_.add(&Tally::out, std::uint64_t{1});
       return core_->template deposit<I>(std::move(part), true);
     });
   }

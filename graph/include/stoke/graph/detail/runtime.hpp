@@ -36,6 +36,10 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   const PipelineOptions& options() const noexcept { return options_; }
+  /// The most threads that run the pipeline's tasks at once (its arena's concurrency).
+  int concurrency() const noexcept { return concurrency_; }
+  /// Body calls shorter than this (20 us, in ticks) are timed by sampling (StageBase::begin_call).
+  std::int64_t short_call_ticks() const noexcept { return short_call_ticks_; }
 
   // ---- credits --------------------------------------------------------------------------------
   /// True if a credit is free now; otherwise marks the source as waiting (so that the next
@@ -106,19 +110,23 @@ class Runtime {
 
  private:
   struct Impl;
+  // Read by every item in every stage, written rarely:
   PipelineOptions options_;
   std::unique_ptr<Impl> impl_;
   StageBase* source_ = nullptr;
   std::vector<StageBase*> gated_;
-  std::atomic<std::uint64_t> in_flight_{0};  // credit units
-  std::atomic<std::size_t> max_in_flight_;
-  std::atomic<bool> source_waiting_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_{false};
   std::atomic<bool> cut_short_{false};
-  std::atomic<std::uint64_t> skipped_{0};
   int signal_base_ = 0;
+  int concurrency_ = 1;
+  std::int64_t short_call_ticks_ = 0;
   std::int64_t started_ticks_ = 0;
+  // Written by every item (taken and given back on different threads): a cache line apart.
+  alignas(64) std::atomic<std::uint64_t> in_flight_{0};  // credit units
+  std::atomic<std::size_t> max_in_flight_;
+  std::atomic<bool> source_waiting_{false};
+  alignas(64) std::atomic<std::uint64_t> skipped_{0};
 };
 
 }  // namespace stoke::graph::detail

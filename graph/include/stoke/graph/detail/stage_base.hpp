@@ -19,7 +19,7 @@
 #include "stoke/graph/detail/clock.hpp"
 #include "stoke/graph/detail/envelope.hpp"
 #include "stoke/graph/detail/runtime.hpp"
-#include "stoke/graph/detail/sharded_counter.hpp"
+#include "stoke/graph/detail/tally.hpp"
 #include "stoke/graph/options.hpp"
 #include "stoke/graph/stats.hpp"
 #include "stoke/graph/wake.hpp"
@@ -39,12 +39,28 @@ namespace stoke::graph::detail {
 /// compare-and-swap each. The same "change, then re-check" rule joins it to the locked paths: a
 /// push that queues an item stores ready_ and then reads the slots; a leaving task gives its slot
 /// back and then reads ready_ (and input_closed_), so an item queued meanwhile always gets a task.
+///
+/// Where the limit cannot bind -- a concurrency of at least the arena's threads, which is what a
+/// parallel stage usually has -- a task carrying an item in does not even count itself there
+/// (a carried visit, try_carry()): it marks its own thread's tally, so that the stages of a chain
+/// write no cache line another thread also writes, as tbb::parallel_pipeline's parallel filters.
+/// Only finishing must see those visits: the stage finishes once its input is closed, nothing is
+/// queued and neither slots nor carried visits are left; a carried visit ends with a full fence
+/// before it reads input_closed_, and finish_ready_locked() fences after close_input() set it.
+///
+/// Time: busy is the body calls' time, sampled for short calls (begin_call()); running is the
+/// intervals with a slot held plus the carried calls' busy time; blocked is the time parked;
+/// starved is the rest of the stage's life. Each visit reads the clock at most twice, around its
+/// call, and only one call in sample_stride of the short ones.
 class StageBase {
  public:
   StageBase(Runtime& runtime, std::string name, StageKind kind, StageOptions options);
   virtual ~StageBase();
   StageBase(const StageBase&) = delete;
   StageBase& operator=(const StageBase&) = delete;
+
+  /// How a task holds its place in a stage: a counted slot, or a carried visit (see above).
+  enum class Visit : std::uint8_t { counted, carried };
 
   const std::string& name() const noexcept { return name_; }
   StageKind kind() const noexcept { return kind_; }
@@ -97,6 +113,31 @@ class StageBase {
   // ---- slots: tasks of this stage, running or about to ---------------------------------------
   /// Tasks holding a slot (running, or spawned and not yet claiming). Any thread.
   int active() const noexcept { return active_in(work_.load()); }
+  /// Carried visits under way (a sum over the threads' tallies). Any thread.
+  int carried() const noexcept { return tallies_.sum(&Tally::carried); }
+  /// Enters a carried visit if the limit cannot bind (at least the arena's threads), the stage
+  /// allows them and the thread has a tally of its own; writes only that tally. A carried visit
+  /// reads no clock: the stage counts as running while its calls run (their busy time).
+  bool try_carry() noexcept {
+    if (!carriable_ || limit() < runtime_.concurrency() || !owns_tally_slot()) return false;
+    Tally& mine = tallies_.mine();
+    mine.carried.store(mine.carried.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return true;
+  }
+  /// Ends a carried visit, then fences: whatever the task reads next (input_closed_) is read
+  /// after every thread can see the visit is over.
+  void end_carry() noexcept {
+    Tally& mine = tallies_.mine();
+    mine.carried.store(mine.carried.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  /// Gives back what `visit` holds (a slot, or the carried visit).
+  void release(Visit visit, std::int64_t now = 0) noexcept {
+    if (visit == Visit::carried)
+      end_carry();
+    else
+      give_slot(now);
+  }
   /// Takes a slot if fewer than the concurrency limit are held; lock-free. The first slot opens
   /// the stage's running interval at `now` (0: the clock is read, only then).
   bool try_take_slot(std::int64_t now = 0) noexcept;
@@ -105,11 +146,11 @@ class StageBase {
   /// Gives a slot back; lock-free. The last one closes the running interval at `now` (0: the
   /// clock is read, only then).
   void give_slot(std::int64_t now = 0) noexcept;
-  /// A task that took its item straight from push() is done with this stage and gives its slot
-  /// back without the lock, unless an item was queued meanwhile or the input closed: then it
-  /// starts what that needs (a task, or the stage's finish).
-  void leave(std::int64_t now = 0) {
-    give_slot(now);
+  /// A task is done with this stage and gives its place back (release()) without the lock,
+  /// unless an item was queued meanwhile or the input closed: then it starts what that needs (a
+  /// task, or the stage's finish).
+  void leave(Visit visit, std::int64_t now = 0) {
+    release(visit, now);
     if (ready_.load(std::memory_order_seq_cst) != 0 || input_closed_.load(std::memory_order_seq_cst)) [[unlikely]]
       leave_slow();
   }
@@ -139,6 +180,8 @@ class StageBase {
   /// True once, when the input is closed and nothing is left to do (called locked).
   bool finish_ready_locked() {
     if (!input_closed_.load() || finishing_ || active() != 0 || queued_locked() != 0) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // input_closed_ before the tallies (see above)
+    if (carried() != 0) return false;
     if (gated_ && !runtime_.cancelled() && !gate_open_flag_locked(true)) [[unlikely]]
       return false;
     finishing_ = true;
@@ -159,20 +202,33 @@ class StageBase {
 
   void note_queue_locked() noexcept;
 
-  /// Adds a body call that began at `begin` (ticks) to the busy time, and to the trace; returns
-  /// the ticks at its end.
-  std::int64_t account(std::uint64_t index, std::int64_t begin);
+  /// When a body call began (ticks) and what its time stands for, or {0, 0} for a call that is
+  /// not timed.
+  struct CallTiming {
+    std::int64_t begin = 0;
+    int weight = 0;
+  };
+  /// Whether and how to time the body call about to start. Reading the clock twice costs about
+  /// as much as the executor's own work per item and stage, so calls shorter than
+  /// Runtime::short_call_ticks() are timed one in sample_stride, each standing for the
+  /// sample_stride calls around it; longer ones (and every call while tracing) are all timed.
+  CallTiming begin_call() noexcept {
+    if (runtime_.tracing() || !owns_tally_slot()) return {ticks(), 1};
+    Tally& mine = tallies_.mine();
+    if (mine.untimed_left > 0) {
+      --mine.untimed_left;
+      return {};
+    }
+    mine.untimed_left = mine.stride - 1;
+    return {ticks(), mine.stride};
+  }
+  static constexpr int sample_stride = 8;
+  /// Adds a body call (timed by begin_call(), or as {ticks(), 1}) to the busy time, and to the
+  /// trace; returns the ticks at its end, 0 when it was not timed.
+  std::int64_t account(std::uint64_t index, CallTiming call);
   /// A body call failed: skipped and listed (OnError::skip) or the run fails (OnError::fail).
   void fail_or_skip(std::uint64_t index, std::exception_ptr error);
 
-  Runtime& runtime_;
-  const std::string name_;
-  const StageKind kind_;
-  const StageOptions options_;
-  Wiring wiring_;
-
-  // A spin lock (oneTBB's, which backs off by yielding): every section it guards is a few dozen
-  // instructions, taken about twice per item and stage, where a futex mutex costs twice as much.
   /// Room downstream (in every branch after a fan-out), without parking: the lock-free path's
   /// check, which falls back to the locked one (that parks) when there is none.
   bool room_downstream() const noexcept;
@@ -183,30 +239,42 @@ class StageBase {
   }
   int limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
 
-  mutable tbb::spin_mutex mutex_;
+  // The members are grouped by who writes them, so that what every item reads does not share a
+  // cache line with what some items write (two cores taking turns on a line cost more than the
+  // executor's own work per item and stage). Read on every visit, written rarely:
+  Runtime& runtime_;
+  const std::string name_;
+  const StageKind kind_;
+  const StageOptions options_;
+  Wiring wiring_;
+  std::atomic<int> limit_;  // concurrency; written locked, read anywhere
+  std::atomic<std::size_t> capacity_;
+  bool gated_ = false;     // the body has ready(): see make_gated()
+  bool carriable_ = true;  // false where a task's place outlives its call (async)
+  std::shared_ptr<Doorbell> doorbell_;
+  std::optional<Wake> wake_;
+
+  // The input buffer's state: read by every visit and by the stage in front (its room check),
+  // written where items queue, park or wake.
+  alignas(64) std::atomic<std::size_t> ready_{0};  // claimable items in the input buffer
+  std::atomic<bool> input_closed_{false};          // written locked, read by leave()
+  std::atomic<bool> blocked_{false};               // parked for lack of room downstream
+
+  // A spin lock (oneTBB's, which backs off by yielding): every section it guards is a few dozen
+  // instructions, taken where items queue or stages park and wake -- not on the carried path.
+  alignas(64) mutable tbb::spin_mutex mutex_;
   // Guarded by mutex_:
   int starting_ = 0;  // tasks spawned that have not yet tried to claim
   bool running_ = false;
   bool finishing_ = false;
   bool finished_ = false;
   std::size_t peak_queued_ = 0;
+  std::optional<tbb::task_handle> gate_hold_;  // held while the gate is closed
 
-  std::atomic<int> limit_;                  // concurrency; written locked, read anywhere
-  std::atomic<bool> input_closed_{false};   // written locked, read by leave()
-  std::atomic<std::size_t> ready_{0};  // claimable items in the input buffer
-  std::atomic<std::size_t> capacity_;
-  std::atomic<bool> blocked_{false};  // parked for lack of room downstream
-  bool gated_ = false;                // the body has ready(): see make_gated()
-  std::shared_ptr<Doorbell> doorbell_;
-  std::optional<Wake> wake_;
-  std::optional<tbb::task_handle> gate_hold_;  // guarded by mutex_: held while the gate is closed
-
-  // Added to by every item: one slot per thread (sharded_counter.hpp), summed by stats().
-  ShardedCounter<std::uint64_t> items_in_;
-  ShardedCounter<std::uint64_t> items_out_;
+  // Added to by every item: one cache line per thread (tally.hpp), summed by stats().
+  mutable Tallies tallies_;  // mutable: stats() closes the running interval it reads
   std::atomic<std::uint64_t> dropped_{0};
   std::atomic<std::uint64_t> skipped_{0};
-  ShardedCounter<std::int64_t> busy_ticks_;
 
  private:
   // work_: the slots held (low active_bits bits) and, above them, the tick (>> tick_shift, modulo
@@ -225,8 +293,8 @@ class StageBase {
   }
   void leave_slow();
 
-  mutable std::atomic<std::uint64_t> work_{0};  // mutable: stats() restarts the open interval
-  mutable ShardedCounter<std::int64_t> running_ticks_;  // closed intervals with at least one slot held
+  // Compare-and-swapped by every visit of a stage whose tasks are counted: a line of its own.
+  alignas(64) mutable std::atomic<std::uint64_t> work_{0};  // mutable: stats() restarts the open interval
   // Guarded by mutex_:
   std::int64_t parked_since_ = 0;  // ticks | 1 while parked, else 0
   std::int64_t blocked_ticks_ = 0;
@@ -267,7 +335,7 @@ inline void StageBase::give_slot(std::int64_t now) noexcept {
     // The last slot: the running interval that began at the stamp ends now.
     if (now == 0) now = ticks();
     if (work_.compare_exchange_weak(word, stamp(now))) {
-      running_ticks_.add(since(word, now));
+      tallies_.add(&Tally::running, since(word, now));
       return;
     }
   }

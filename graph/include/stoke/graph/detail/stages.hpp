@@ -22,6 +22,9 @@
 
 namespace stoke::graph::detail {
 
+template <class T>
+struct Follow;
+
 /// A stage with an input buffer of In: a FIFO of ready items, and, when the stage's input is
 /// gated (ordered), a reorder buffer in front of it that releases items in seq order.
 template <class In>
@@ -29,32 +32,24 @@ class InputStage : public StageBase {
  public:
   using StageBase::StageBase;
 
-  /// Called by the upstream stage (any thread). With `follow`, the caller asks to run this stage
-  /// itself next (depth-first, as oneTBB's parallel_pipeline carries a token): if a slot is free,
-  /// it is reserved for the caller and push returns true. The caller must then call run_task(),
-  /// which claims from the queue, unless `carry` received the item: when nothing is queued ahead
-  /// of it and its order does not matter, the item skips the queue and the caller runs it with
-  /// run_with() (without a lock: take_directly()).
-  /// `now`: the ticks if the caller has just read them (0: read them here if needed).
-  bool push(Envelope<In>&& item, bool follow = false, std::optional<Envelope<In>>* carry = nullptr,
-            std::int64_t now = 0) {
-    if (follow && carry != nullptr && take_directly(item, now)) {
-      items_in_.add(1);
-      carry->emplace(std::move(item));
-      return true;
-    }
-    return push_locked(std::move(item), follow, carry);
-  }
+  /// Called by the upstream stage (any thread). With `carry`, the caller asks to run this stage
+  /// itself next (depth-first, as oneTBB's parallel_pipeline carries a token): if a place is
+  /// free, it is reserved for the caller and push returns true. The caller must then run
+  /// carry->run(), which claims from the queue, unless carry->item received the item: when
+  /// nothing is queued ahead of it and its order does not matter, the item skips the queue
+  /// (without a lock: take_directly()). `now`: the ticks if the caller has just read them (0:
+  /// read them here if needed).
+  bool push(Envelope<In>&& item, Follow<In>* carry = nullptr, std::int64_t now = 0);
 
-  /// Runs an item that push() handed to the calling task directly (the task holds a slot).
-  virtual void run_with(Envelope<In>&& item) = 0;
+  /// Runs an item that push() handed to the calling task directly (the task holds `visit`).
+  virtual void run_with(Envelope<In>&& item, Visit visit) = 0;
 
   /// A task's work: claim an item, tell the stage in front that there is room, and run it.
   void run_task() override {
     Envelope<In> item;
     if (!claim_first(item)) return;
     notify_upstream();
-    run_with(std::move(item));
+    run_with(std::move(item), Visit::counted);
   }
 
   /// Called once by the upstream stage when it has sent its last item.
@@ -85,13 +80,18 @@ class InputStage : public StageBase {
   std::size_t queued_locked() const override { return ready_q_.size() + gate_.size(); }
 
   /// The lock-free way in: an item that is not a hole goes to the pushing task without the
-  /// queue when nothing is queued, the input is not ordered, the body has no gate, there is room
-  /// downstream and a slot is free (taken here). No push comes before start() or after
-  /// close_input(), so the stage is running. An item queued meanwhile is not overtaken for long:
-  /// its pusher saw the slot taken, and this task's leave() sees the item and starts a task.
-  bool take_directly(const Envelope<In>& item, std::int64_t now) noexcept {
-    return !wiring_.gated && !gated_ && !item.hole() && ready_.load(std::memory_order_seq_cst) == 0 &&
-           !runtime_.cancelled() && room_downstream() && try_take_slot(now);
+  /// queue when nothing is queued, the input is not ordered, the body has no gate and there is
+  /// room downstream, as a carried visit or in a free slot (taken here); returns how, or nothing.
+  /// No push comes before start() or after close_input(), so the stage is running. An item
+  /// queued meanwhile is not overtaken for long: its pusher saw the slot taken (or, beside carried
+  /// visits, started a task itself), and this task's leave() sees the item and starts a task.
+  std::optional<Visit> take_directly(const Envelope<In>& item, std::int64_t now) noexcept {
+    if (wiring_.gated || gated_ || item.hole() || ready_.load(std::memory_order_seq_cst) != 0 ||
+        runtime_.cancelled() || !room_downstream())
+      return std::nullopt;
+    if (try_carry()) return Visit::carried;
+    if (try_take_slot(now)) return Visit::counted;
+    return std::nullopt;
   }
 
   /// The locked way in (a gated body's, or where the lock-free one said no): as take_directly(),
@@ -119,11 +119,12 @@ class InputStage : public StageBase {
     return true;
   }
 
-  /// Claims the next item for this task, or gives the task's slot back (and reports whether the
+  /// Claims the next item for this task, or gives the task's place back (and reports whether the
   /// stage is now done). Called locked.
-  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done) {
+  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done,
+                             Visit visit) {
     if (active() <= limit() && claim_locked(item, discarded)) return true;
-    give_slot();
+    release(visit);
     done = finish_ready_locked();
     return false;
   }
@@ -137,26 +138,27 @@ class InputStage : public StageBase {
     {
       Locked lock(*this);
       --starting_;
-      claimed = claim_or_leave_locked(item, discarded, done);
+      claimed = claim_or_leave_locked(item, discarded, done, Visit::counted);
     }
     discard(discarded);
     if (!claimed && done) finish();
     return claimed;
   }
 
-  // Processes `item` (claimed or handed over; the task holds a slot) with `process`, then claims
-  // and processes items of this stage until one of its outputs reserves a slot in the next stage;
-  // then gives this stage's slot back (starting a continuation task if more is queued) and
-  // follows the output into the next stage on this thread, depth first. `item` is the loop's:
-  // each claim refills it. `process(Envelope<In>&&)` returns a Follow<X> (where to go next).
+  // Processes `item` (claimed or handed over; the task holds `visit`) with `process`, then
+  // claims and processes items of this stage until one of its outputs reserves a place in the
+  // next stage; then gives this stage's place back (starting a continuation task if more is
+  // queued) and follows the output into the next stage on this thread, depth first. `item` is
+  // the loop's: each claim refills it. `process(Envelope<In>&&)` returns a Follow<X> (where to
+  // go next).
   template <class Process>
-  void run_loop(Envelope<In>& item, Process&& process) {
+  void run_loop(Envelope<In>& item, Visit visit, Process&& process) {
     for (;;) {
       auto follow = process(std::move(item));
       // Nothing queued (the common case when items are carried from stage to stage): leave
       // without the lock.
       if (follow || ready_.load(std::memory_order_seq_cst) == 0) {
-        this->leave(follow.at);
+        this->leave(visit, follow.at);
         if (follow) follow.run();
         return;
       }
@@ -165,7 +167,7 @@ class InputStage : public StageBase {
       bool claimed = false;
       {
         Locked lock(*this);
-        claimed = claim_or_leave_locked(item, discarded, done);
+        claimed = claim_or_leave_locked(item, discarded, done, visit);
       }
       discard(discarded);
       if (!claimed) {
@@ -188,37 +190,7 @@ class InputStage : public StageBase {
  private:
   /// push() when the item cannot go straight to the caller: into the reorder buffer or the
   /// queue, starting tasks for what became claimable. Out of line, to keep push() small.
-  [[gnu::noinline]] bool push_locked(Envelope<In>&& item, bool follow, std::optional<Envelope<In>>* carry) {
-    std::vector<Envelope<In>> holes;
-    int tasks = 0;
-    {
-      Locked lock(*this);
-      if (!item.hole()) items_in_.add(1);
-      if (wiring_.gated) {
-        gate_.put(item.seq, std::move(item));
-        while (auto next = gate_.pop()) {
-          if (next->hole())
-            holes.push_back(std::move(*next));
-          else
-            ready_q_.push_back(std::move(*next));
-        }
-      } else if (item.hole()) {
-        holes.push_back(std::move(item));
-      } else if (follow && carry != nullptr && can_take_directly_locked()) {
-        carry->emplace(std::move(item));
-        return true;
-      } else {
-        ready_q_.push_back(std::move(item));
-      }
-      ready_.store(ready_q_.size(), std::memory_order_seq_cst);
-      note_queue_locked();
-      tasks = plan_spawns_locked();
-    }
-    follow = follow && tasks > 0;
-    spawn(follow ? tasks - 1 : tasks);
-    for (auto& hole : holes) pass_hole(std::move(hole));
-    return follow;
-  }
+  [[gnu::noinline]] bool push_locked(Envelope<In>&& item, Follow<In>* carry);
 
   std::deque<Envelope<In>> ready_q_;
   Reorder<Envelope<In>> gate_;
@@ -228,21 +200,75 @@ class InputStage : public StageBase {
 /// itself (`item`: push() passed it over the queue) or to claim from the stage's queue.
 template <class T>
 struct Follow {
+  using Visit = StageBase::Visit;
+
   InputStage<T>* stage = nullptr;
   std::optional<Envelope<T>> item{};
+  Visit visit = Visit::counted;  ///< how `item` holds its place in `stage`
   /// Ticks when the body call that led here ended (0: not known), so that leaving the stage it
   /// ran in needs no second reading of the clock.
   std::int64_t at = 0;
 
   explicit operator bool() const noexcept { return stage != nullptr; }
-  /// Continues in `stage` on this thread (the task already holds its slot there).
+  /// Continues in `stage` on this thread (the task already holds its place there).
   void run() {
     if (item)
-      stage->run_with(std::move(*item));
+      stage->run_with(std::move(*item), visit);
     else
       stage->run_task();
   }
 };
+
+template <class In>
+bool InputStage<In>::push(Envelope<In>&& item, Follow<In>* carry, std::int64_t now) {
+  if (carry != nullptr) {
+    if (const std::optional<Visit> visit = take_directly(item, now)) {
+      tallies_.add(&Tally::in, std::uint64_t{1});
+      carry->stage = this;
+      carry->item.emplace(std::move(item));
+      carry->visit = *visit;
+      return true;
+    }
+  }
+  return push_locked(std::move(item), carry);
+}
+
+template <class In>
+bool InputStage<In>::push_locked(Envelope<In>&& item, Follow<In>* carry) {
+  std::vector<Envelope<In>> holes;
+  int tasks = 0;
+  {
+    Locked lock(*this);
+    if (!item.hole()) tallies_.add(&Tally::in, std::uint64_t{1});
+    if (wiring_.gated) {
+      gate_.put(item.seq, std::move(item));
+      while (auto next = gate_.pop()) {
+        if (next->hole())
+          holes.push_back(std::move(*next));
+        else
+          ready_q_.push_back(std::move(*next));
+      }
+    } else if (item.hole()) {
+      holes.push_back(std::move(item));
+    } else if (carry != nullptr && can_take_directly_locked()) {
+      carry->stage = this;
+      carry->item.emplace(std::move(item));
+      carry->visit = Visit::counted;
+      return true;
+    } else {
+      ready_q_.push_back(std::move(item));
+    }
+    ready_.store(ready_q_.size(), std::memory_order_seq_cst);
+    note_queue_locked();
+    tasks = plan_spawns_locked();
+  }
+  // With a carry, the first task started is the caller's: it claims from the queue (run()).
+  const bool follow = carry != nullptr && tasks > 0;
+  if (follow) carry->stage = this;
+  spawn(follow ? tasks - 1 : tasks);
+  for (auto& hole : holes) pass_hole(std::move(hole));
+  return follow;
+}
 
 /// Where a stage's outputs go.
 template <class Out>
@@ -257,7 +283,7 @@ class Outlet {
   /// it needs to).
   Follow<Out> send(Envelope<Out>&& item, bool follow = false, std::int64_t now = 0) {
     Follow<Out> next;
-    if (next_->push(std::move(item), follow, follow ? &next.item : nullptr, now)) next.stage = next_;
+    next_->push(std::move(item), follow ? &next : nullptr, now);
     return next;
   }
 
@@ -333,13 +359,19 @@ class SourceStage final : public StageBase {
         return;
       }
       if (follow) {
-        int tasks = 0;
+        // The task for the next item inherits this task's slot when it could start at once (no
+        // second compare-and-swap, no clock); otherwise the slot goes back and the source parks.
+        bool next = false;
         {
           Locked lock(*this);
-          give_slot(follow.at);
-          tasks = plan_spawns_locked();
+          if (claimable_locked() > 0) {
+            ++starting_;
+            next = true;
+          } else {
+            give_slot(follow.at);
+          }
         }
-        spawn(tasks);
+        if (next) spawn(1);
         follow.run();
         return;
       }
@@ -352,7 +384,7 @@ class SourceStage final : public StageBase {
   /// Calls the body once (holding a credit). False at the end of the stream or on failure.
   bool produce_one(Follow<Out>& follow) {
     const std::uint64_t index = next_index_;
-    const std::int64_t begin = ticks();
+    const CallTiming call = begin_call();
     std::optional<Out> value;
     try {
       value = std::invoke(body_);
@@ -361,15 +393,13 @@ class SourceStage final : public StageBase {
       runtime_.fail(StageError(name_, index, std::current_exception()));
       return false;
     }
-    const std::int64_t end = ticks();
-    busy_ticks_.add(end - begin);
-    if (runtime_.tracing()) runtime_.record_span(wiring_.id, index, begin, end);
+    const std::int64_t end = account(index, call);
     if (!value) {
       runtime_.release_credits(Runtime::credit_unit);
       return false;
     }
     next_index_ = index + 1;
-    items_out_.add(1);
+    tallies_.add(&Tally::out, std::uint64_t{1});
     follow = out_.send(Envelope<Out>{std::move(value), index, index, Runtime::credit_unit}, true, end);
     follow.at = end;
     return true;
@@ -407,7 +437,7 @@ class Stage final : public InputStage<In> {
   // Claims and processes items of this stage until one of its outputs reserves a slot in the
   // next stage; then gives this stage's slot back (starting a continuation task if more is
   // queued) and follows the output into the next stage on this thread, depth first.
-  void run_with(Envelope<In>&& item) override { run_from(item); }
+  void run_with(Envelope<In>&& item, typename Base::Visit visit) override { run_from(item, visit); }
 
   void pass_hole(Envelope<In>&& hole) override {
     if constexpr (is_sink) {
@@ -455,14 +485,14 @@ class Stage final : public InputStage<In> {
  private:
   bool ordered_output() const noexcept { return this->options_.ordered && this->parallel(); }
 
-  void run_from(Envelope<In>& item) {
-    this->run_loop(item, [this](Envelope<In>&& claimed) { return process(std::move(claimed)); });
+  void run_from(Envelope<In>& item, typename Base::Visit visit) {
+    this->run_loop(item, visit, [this](Envelope<In>&& claimed) { return process(std::move(claimed)); });
   }
 
   /// Runs the body on one item and hands on what it produced; returns where to go next when a
   /// slot in the next stage was reserved for this thread.
   Follow<Out> process(Envelope<In>&& item) {
-    const std::int64_t begin = ticks();
+    const typename Base::CallTiming call = this->begin_call();
     std::exception_ptr error;
     if constexpr (Kind == StageKind::map || Kind == StageKind::filter) {
       std::optional<Out> result;
@@ -475,9 +505,9 @@ class Stage final : public InputStage<In> {
         error = std::current_exception();
       }
       Follow<Out> next;
-      next.at = this->account(item.index, begin);
+      next.at = this->account(item.index, call);
       if (result) {
-        this->items_out_.add(1);
+        this->tallies_.add(&Tally::out, std::uint64_t{1});
         next = out_.send(Envelope<Out>{std::move(result), item.seq, item.index, item.credits}, true, next.at);
         return next;
       }
@@ -498,7 +528,7 @@ class Stage final : public InputStage<In> {
           error = std::current_exception();
         }
       }
-      const std::int64_t end = this->account(item.index, begin);
+      const std::int64_t end = this->account(item.index, call);
       if (error) this->fail_or_skip(item.index, error);
       if (!target.credit_given()) {
         if (!error) this->dropped_.fetch_add(1, std::memory_order_release);
@@ -515,11 +545,11 @@ class Stage final : public InputStage<In> {
         error = std::current_exception();
       }
       Follow<Out> next;
-      next.at = this->account(item.index, begin);
+      next.at = this->account(item.index, call);
       if (error)
         this->fail_or_skip(item.index, error);
       else
-        this->items_out_.add(1);
+        this->tallies_.add(&Tally::out, std::uint64_t{1});
       item.value.reset();  // destroy the item before its credit returns
       this->runtime_.release_credits(item.credits);
       return next;
@@ -541,7 +571,7 @@ class Stage final : public InputStage<In> {
       if (group_) {
         group_->push_back(Envelope<Out>{std::move(value), 0, index_, credits});
       } else {
-        stage_.items_out_.add(1);
+        stage_.tallies_.add(&Tally::out, std::uint64_t{1});
         Follow<Out> next = stage_.out_.send(
             Envelope<Out>{std::move(value), stage_.out_seq_.fetch_add(1), index_, credits}, may_follow_ && !follow_);
         if (next) follow_ = std::move(next);
@@ -569,7 +599,7 @@ class Stage final : public InputStage<In> {
     while (auto ready = out_gate_.pop()) {
       for (auto& e : *ready) {
         e.seq = out_seq_.fetch_add(1);
-        this->items_out_.add(1);
+        this->tallies_.add(&Tally::out, std::uint64_t{1});
         out_.send(std::move(e));  // under gate_mutex_, so the next stage receives them in order
       }
     }
