@@ -53,7 +53,7 @@ sn::Augment view_augment(std::uint64_t view_seed) {
   return sn::Augment(std::move(steps), view_seed);
 }
 
-using Shared = std::shared_ptr<const sn::Image>;  // what the fan-out copies: a handle, not pixels
+using Shared = std::shared_ptr<const sn::Image>;  // what the fan-out shares: a read-only handle, not pixels
 
 // Throws (failing the run, naming the stage and item) unless the pair is two views of one image,
 // in order, of the view size; counts the pairs whose views differ.

@@ -4,15 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "test_support.hpp"
@@ -49,6 +53,16 @@ class Copied {
   LiveCounter* counter_;
   std::uint64_t value_;
 };
+
+}  // namespace
+}  // namespace stoke::graph::test
+
+// Its copies are cheap and independent, which fan_out cannot see from the type: said here.
+template <>
+inline constexpr bool stoke::graph::fan_out_copies<stoke::graph::test::Copied> = true;
+
+namespace stoke::graph::test {
+namespace {
 
 struct Shape {
   int threads;
@@ -241,6 +255,42 @@ TEST(PipelineDag, SeveralSinksEachSeeEveryItem) {
 }
 
 // Three branches, nested: a fan-out inside a branch, joined inside it, then joined again.
+// What a fan-out may copy: small plain values and read-only shared handles; a container (a deep
+// copy per branch), a writable shared handle (two branches writing one item) or a big struct only
+// when shared first.
+static_assert(fan_out_copies<std::uint64_t>);
+static_assert(fan_out_copies<std::tuple<int, double>>);
+static_assert(fan_out_copies<std::shared_ptr<const std::vector<int>>>);
+static_assert(!fan_out_copies<std::vector<int>>);
+static_assert(!fan_out_copies<std::string>);
+static_assert(!fan_out_copies<std::shared_ptr<std::vector<int>>>);
+static_assert(!fan_out_copies<std::array<char, 4096>>);
+
+TEST(PipelineDag, SharedItemsReachEveryBranchWithoutACopy) {
+  Pipeline pipe({.threads = 2});
+  std::atomic<std::uint64_t> sum{0};
+  auto [a, b] = pipe.source("vectors",
+                            [i = 0]() mutable -> std::optional<std::vector<int>> {
+                              return i < 50 ? std::optional(std::vector<int>(1000, i++)) : std::nullopt;
+                            })
+                    .map("share", share<std::vector<int>>)
+                    .fan_out("split");
+  auto first = std::move(a).map("first", [](std::shared_ptr<const std::vector<int>> v) { return v; });
+  auto total = std::move(b).map("total", [](std::shared_ptr<const std::vector<int>> v) {
+    return std::make_pair(v, std::accumulate(v->begin(), v->end(), std::uint64_t{0}));
+  });
+  join("pair", std::move(first), std::move(total))
+      .sink("check", [&](std::tuple<std::shared_ptr<const std::vector<int>>,
+                                    std::pair<std::shared_ptr<const std::vector<int>>, std::uint64_t>> pair) {
+        auto& [v, with_total] = pair;
+        EXPECT_EQ(v.get(), with_total.first.get()) << "the branches got copies, not the one item";
+        sum += with_total.second;
+      });
+  const RunReport report = pipe.run();
+  EXPECT_EQ(report.consumed, 50u);
+  EXPECT_EQ(sum.load(), 1000u * (49u * 50u / 2u));
+}
+
 TEST(PipelineDag, NestedFanOutsAndJoins) {
   std::vector<std::uint64_t> out;
   Pipeline pipe({.max_in_flight = 8, .threads = 4});

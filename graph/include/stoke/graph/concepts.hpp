@@ -2,8 +2,10 @@
 #pragma once
 
 #include <concepts>
+#include <memory>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "stoke/graph/completion.hpp"
 #include "stoke/graph/emitter.hpp"
@@ -22,6 +24,30 @@ struct is_optional<std::optional<T>> : std::true_type {};
 /// it holds, e.g. return a pooled buffer).
 template <class T>
 concept Item = std::movable<T> && std::destructible<T> && !std::is_reference_v<T>;
+
+namespace detail {
+template <class T>
+struct is_shared_const : std::false_type {};
+template <class T>
+struct is_shared_const<std::shared_ptr<const T>> : std::true_type {};
+}  // namespace detail
+
+/// Whether Flow::fan_out may give each branch its own copy of a T: true for a value whose copy is
+/// a small memcpy with nothing to destroy (indices, numbers, small plain structs) and for a
+/// std::shared_ptr<const X> (one item, shared read-only). Anything else -- an image, whose copy is
+/// a deep copy per branch or, for a cv::Mat, a shallow one that two branches then write -- is
+/// refused at compile time, with the way out: share it (graph::share), or specialize this to true
+/// for a type whose copies are cheap and independent.
+template <class T>
+inline constexpr bool fan_out_copies =
+    (std::is_trivially_copy_constructible_v<T> && std::is_trivially_destructible_v<T> && sizeof(T) <= 128) ||
+    detail::is_shared_const<T>::value;
+
+/// Makes an item a cheap shared handle for a fan-out: `.map("share", stoke::graph::share<Image>)`.
+template <class T>
+std::shared_ptr<const T> share(T item) {
+  return std::make_shared<const T>(std::move(item));
+}
 
 /// `std::optional<Out>()`: the next item, or nullopt at the end of the stream. Called serially.
 template <class F>

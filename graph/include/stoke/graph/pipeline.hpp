@@ -71,11 +71,13 @@ class Flow {
   requires SinkBody<F, T>
   void sink(std::string name, F body, StageOptions options = {}) &&;
 
-  /// Sends the stream into N branches: each gets every item (a copy; the last branch the item
-  /// itself), with its source position, so that branches can be joined again (graph::join).
-  /// Items are copied: fan out a cheap shared handle (std::shared_ptr<const X>) for big ones. An
-  /// item starts into the branches only when each has room; its in-flight credit is shared by the
-  /// copies and comes back once all are done.
+  /// Sends the stream into N branches: each gets every item, with its source position, so that
+  /// branches can be joined again (graph::join). The last branch gets the item itself, the others
+  /// a copy, which fan_out allows only where copying is cheap and shares nothing that a branch
+  /// could write (fan_out_copies<T>): a cheap handle -- std::shared_ptr<const X>, made by
+  /// .map("share", graph::share<X>) -- for anything big. An item starts into the branches only
+  /// when each has room; its in-flight credit is shared by the copies and comes back once all are
+  /// done.
   template <std::size_t N = 2>
   std::array<Flow<T>, N> fan_out(std::string name, StageOptions options = {}) &&;
 
@@ -236,9 +238,12 @@ template <Item T>
 template <std::size_t N>
 std::array<Flow<T>, N> Flow<T>::fan_out(std::string name, StageOptions options) && {
   static_assert(N >= 2, "fan_out makes at least 2 branches");
-  static_assert(std::copy_constructible<T>,
-                "fan_out copies each item into every branch but the last: give it a copyable item, e.g. a "
-                "std::shared_ptr<const T> as a cheap shared handle");
+  static_assert(fan_out_copies<T>,
+                "fan_out hands every branch but the last a copy of the item, and this item type is not one to copy "
+                "silently (fan_out_copies<T> is false: not a small trivially copyable value, nor a "
+                "std::shared_ptr<const X>): share it first with .map(\"share\", stoke::graph::share<T>), so the "
+                "branches get one read-only item, or specialize stoke::graph::fan_out_copies<T> = true if its copies "
+                "are cheap and independent");
   check_open(name);
   auto& stage = pipeline_->add_stage<detail::FanOutStage<T>>(std::move(name), N, options);
   *link_ = &stage;
