@@ -8,6 +8,7 @@
 #include <stoke/gpu/device.hpp>
 #include <stoke/gpu/stream.hpp>
 #include <stoke/nn/backend.hpp>
+#include <stoke/nn/layer_profile.hpp>
 #include <stoke/nn/models.hpp>
 #include <stoke/nn/trainer.hpp>
 #include <stoke/train/compute.hpp>
@@ -37,6 +38,7 @@ struct Config {
   int steps = 20;
   std::string precision = "f32";
   bool channels_last = false;
+  int profile = 0;
   bool json = false;
 };
 
@@ -44,6 +46,19 @@ gpu::DType compute_dtype(const Config& c) {
   if (c.precision == "bf16") return gpu::DType::bf16;
   if (c.precision == "f16") return gpu::DType::f16;
   return gpu::DType::f32;
+}
+
+/// The profile's rows per step, slowest first, with their share of the profiled step.
+void print_profile(const nn::LayerProfile& profile, int steps) {
+  const double total = profile.total_seconds();
+  std::printf("where a step goes (%d profiled steps, the device synchronized around each layer: %.2f ms per step)\n",
+              steps, 1e3 * total / steps);
+  std::printf("  %-24s %-9s %8s %10s %7s\n", "layer", "pass", "calls", "ms/step", "share");
+  for (const auto& row : profile.rows()) {
+    std::printf("  %-24s %-9s %8.0f %10.3f %6.1f%%\n", row.kind.c_str(), nn::to_string(row.pass).c_str(),
+                static_cast<double>(row.calls) / steps, 1e3 * row.seconds / steps,
+                total > 0 ? 100 * row.seconds / total : 0.0);
+  }
 }
 
 }  // namespace
@@ -69,14 +84,19 @@ int bench_nn(int argc, char** argv) {
       "precision", po::value(&c.precision)->default_value(c.precision),
       "f32, or bf16 / f16 mixed precision (f32 master weights; f16 with dynamic loss scaling); CUDA only")(
       "channels-last", po::bool_switch(&c.channels_last),
-      "NHWC images and filters (tensor cores want them); CUDA only")("json", po::bool_switch(&c.json),
-                                                                     "print one JSON line instead of the text");
+      "NHWC images and filters (tensor cores want them); CUDA only")(
+      "profile", po::value(&c.profile)->default_value(c.profile),
+      "after the timed steps, this many more with every layer timed on its own (the device synchronized\n"
+      "around each, so they are slower): a table of where a step's time goes, slowest first")(
+      "json", po::bool_switch(&c.json), "print one JSON line instead of the text (with --profile, a \"profile\" list)");
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
   if (c.batch <= 0 || c.size < 8 || c.classes < 1) {
     return cli.usage_error("--batch and --classes must be positive and --size at least 8");
   }
-  if (c.warmup < 0 || c.steps < 1) return cli.usage_error("--warmup must be >= 0 and --steps >= 1");
+  if (c.warmup < 0 || c.steps < 1 || c.profile < 0) {
+    return cli.usage_error("--warmup and --profile must be >= 0 and --steps >= 1");
+  }
   if (auto mistake = choice_error("precision", c.precision, {"f32", "bf16", "f16"}); !mistake.empty()) {
     return cli.usage_error(mistake);
   }
@@ -106,8 +126,14 @@ int bench_nn(int argc, char** argv) {
   const StepTiming timing = time_train_steps(trainer, *backend, batch, {.warmup = c.warmup, .steps = c.steps});
   const double images_per_sec = timing.images_per_sec();
   const double last_loss = timing.last_loss;
+  nn::LayerProfile profile;
+  if (c.profile > 0) {
+    trainer.set_profile(&profile);
+    for (int i = 0; i < c.profile; ++i) trainer.train_batch(batch.images, batch.labels);
+    trainer.set_profile(nullptr);
+  }
   if (c.json) {
-    print_json({{"bench", "nn"},
+    auto report = nlohmann::ordered_json{{"bench", "nn"},
                 {"model", c.model},
                 {"device", device.str()},
                 {"batch", c.batch},
@@ -117,11 +143,23 @@ int bench_nn(int argc, char** argv) {
                 {"steps", c.steps},
                 {"images_per_sec", json_number(images_per_sec)},
                 {"median_step_ms", json_number(median(timing.step_ms))},
-                {"last_loss", json_number(last_loss)}});
+                {"last_loss", json_number(last_loss)}};
+    if (c.profile > 0) {
+      auto rows = nlohmann::ordered_json::array();
+      for (const auto& row : profile.rows()) {
+        rows.push_back({{"kind", row.kind},
+                        {"pass", nn::to_string(row.pass)},
+                        {"calls_per_step", json_number(static_cast<double>(row.calls) / c.profile)},
+                        {"ms_per_step", json_number(1e3 * row.seconds / c.profile)}});
+      }
+      report["profile"] = rows;
+    }
+    print_json(report);
   } else {
     std::printf("%s training (%s%s), batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
                 c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size, c.size,
                 device.str().c_str(), images_per_sec, median(timing.step_ms), last_loss);
+    if (c.profile > 0) print_profile(profile, c.profile);
   }
   return 0;
 }

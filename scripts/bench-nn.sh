@@ -18,7 +18,7 @@ steps="${STEPS:-20}"
 if [[ "${1:-}" == "--gpu" ]]; then
   common=(--model resnet50 --batch 256 --size 224 --classes 1000 --steps "${steps}" --warmup 5)
   stoke_args=(--device cuda --precision bf16 --channels-last)
-  torch_args=(--device cuda --channels-last --bf16)
+  torch_args=(--device cuda --channels-last --precision bf16)
   goal=0.9
 else
   common=(--model small_cnn --batch 64 --size 32 --classes 10 --steps "${steps}" --warmup 3)

@@ -7,7 +7,7 @@ one JSON line like `stoke bench nn --json`. scripts/bench-nn.sh runs both and pr
 
   python3 scripts/bench_nn_torch.py --model small_cnn --batch 64 --size 32 --device cpu
   python3 scripts/bench_nn_torch.py --model resnet50 --batch 256 --size 224 --device cuda \
-      --channels-last --bf16
+      --channels-last --precision bf16
 """
 import argparse
 import json
@@ -62,8 +62,12 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: every core)")
     parser.add_argument("--channels-last", action="store_true", help="NHWC memory format")
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (CUDA)")
+    parser.add_argument("--precision", default="f32", choices=("f32", "bf16", "f16"),
+                        help="f32, or bf16 / f16 autocast (f16 with a GradScaler), as stoke's --precision")
+    parser.add_argument("--bf16", action="store_true", help="the same as --precision bf16")
     args = parser.parse_args()
+    if args.bf16:
+        args.precision = "bf16"
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -71,6 +75,13 @@ def main():
         import os
         torch.set_num_threads(len(os.sched_getaffinity(0)))
     device = torch.device(args.device)
+    if device.type == "cuda":
+        # cuDNN picks its algorithms by timing them, as stoke's CUDA backend does.
+        torch.backends.cudnn.benchmark = True
+        # stoke computes f32 in f32 (no TF32, whose 10-bit inputs would drift from the CPU's
+        # results): PyTorch does the same arithmetic here, not its TF32 convolution default.
+        torch.backends.cudnn.allow_tf32 = args.precision != "f32"
+        torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(1)
     model = make_model(args.model, args.classes).to(device)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
@@ -80,12 +91,20 @@ def main():
     images = (torch.rand(args.batch, 3, args.size, args.size, device=device) * 4 - 2).to(memory_format=memory_format)
     labels = torch.randint(0, args.classes, (args.batch,), device=device)
 
+    autocast = args.precision != "f32"
+    dtype = torch.float16 if args.precision == "f16" else torch.bfloat16
+    if hasattr(torch.amp, "GradScaler"):
+        scaler = torch.amp.GradScaler(device.type, enabled=args.precision == "f16")
+    else:  # PyTorch before 2.3 (Debian 12's): CUDA's own
+        scaler = torch.cuda.amp.GradScaler(enabled=args.precision == "f16")
+
     def step():
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=args.bf16):
+        with torch.autocast(device_type=device.type, dtype=dtype, enabled=autocast):
             loss = loss_fn(model(images), labels)
-        loss.backward()
-        optimizer.step()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         return loss
 
     model.train()
@@ -105,7 +124,8 @@ def main():
     seconds = time.perf_counter() - start
     print(json.dumps({"bench": "nn_torch", "model": args.model, "device": str(device), "batch": args.batch,
                       "size": args.size, "steps": args.steps, "threads": torch.get_num_threads(),
-                      "torch": torch.__version__, "images_per_sec": args.batch * args.steps / seconds,
+                      "torch": torch.__version__, "precision": args.precision,
+                      "channels_last": args.channels_last, "images_per_sec": args.batch * args.steps / seconds,
                       "median_step_ms": statistics.median(step_ms), "last_loss": float(loss)}))
     return 0
 

@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "stoke/nn/layer_profile.hpp"
+
 namespace stoke::nn {
 
 Tensor Layer::forward(const Tensor& x, Context& ctx) {
@@ -12,7 +14,10 @@ Tensor Layer::forward(const Tensor& x, Context& ctx) {
     throw std::invalid_argument(describe() + ": the input " + x.describe() + " is not on the backend's device " +
                                 ctx.backend.device().str() + " (copy it with Tensor::to first)");
   }
+  if (ctx.profile != nullptr) ctx.profile->begin(LayerProfile::kind_of(describe()), LayerProfile::Pass::forward,
+                                                 ctx.backend.stream());
   Tensor y = forward_impl(x, ctx);
+  if (ctx.profile != nullptr) ctx.profile->end(ctx.backend.stream());
   forward_kept_ = ctx.mode == Mode::train;
   return y;
 }
@@ -28,7 +33,11 @@ Tensor Layer::backward(const Tensor& dy, Context& ctx) {
                                 ctx.backend.device().str());
   }
   forward_kept_ = false;
-  return backward_impl(dy, ctx);
+  if (ctx.profile == nullptr) return backward_impl(dy, ctx);
+  ctx.profile->begin(LayerProfile::kind_of(describe()), LayerProfile::Pass::backward, ctx.backend.stream());
+  Tensor dx = backward_impl(dy, ctx);
+  ctx.profile->end(ctx.backend.stream());
+  return dx;
 }
 
 void Layer::for_each_parameter(const ParameterVisitor& /*visit*/, const std::string& /*prefix*/) {}

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "stoke/nn/layer_profile.hpp"
+
 namespace stoke::nn {
 
 namespace {
@@ -81,13 +83,26 @@ LossResult Trainer::train_batch(const Tensor& images, const Tensor& labels) {
   Context ctx{.backend = backend_,
               .mode = Mode::train,
               .seed = options_.seed,
-              .step = static_cast<std::uint64_t>(step_ * options_.accumulation + accumulated_)};
+              .step = static_cast<std::uint64_t>(step_ * options_.accumulation + accumulated_),
+              .profile = profile_};
   const Tensor logits = model_.forward(x, ctx);
-  LossResult result = loss_->forward(logits, labels, ctx, loss_scale_);
+  LossResult result;
+  const auto loss = [&] { result = loss_->forward(logits, labels, ctx, loss_scale_); };
+  if (profile_ != nullptr) {
+    profile_->time("loss", backend_.stream(), loss);
+  } else {
+    loss();
+  }
   model_.backward(result.dlogits, ctx);
   model_.release_activations();
   result.dlogits = {};
-  if (++accumulated_ == options_.accumulation) finish_step();
+  if (++accumulated_ == options_.accumulation) {
+    if (profile_ != nullptr) {
+      profile_->time("optimizer step", backend_.stream(), [&] { finish_step(); });
+    } else {
+      finish_step();
+    }
+  }
   return result;
 }
 

@@ -30,6 +30,8 @@
 
 namespace stoke::nn {
 
+class LayerProfile;
+
 enum class Mode : std::uint8_t {
   train,  ///< batch statistics, dropout on, activations kept for backward
   eval,   ///< running statistics, dropout off, nothing kept: inference
@@ -42,6 +44,8 @@ struct Context {
   /// Dropout's masks are a function of (seed, step, layer): the same seed gives the same run.
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
+  /// When set, every layer's forward and backward is timed into it (layer_profile.hpp).
+  LayerProfile* profile = nullptr;
 };
 
 /// A learnable tensor: f32 master values and their gradient (allocated by the first backward,

@@ -105,6 +105,11 @@ class Trainer {
   void set_metadata(std::map<std::string, std::string> metadata) { metadata_ = std::move(metadata); }
   const std::map<std::string, std::string>& metadata() const noexcept { return metadata_; }
 
+  /// Times every layer, the loss and the optimizer step of the batches trained from now on into
+  /// `profile` (layer_profile.hpp; it synchronizes the GPU around each, so steps get slower);
+  /// null stops it. The profile must outlive its use.
+  void set_profile(LayerProfile* profile) noexcept { profile_ = profile; }
+
   /// The model, the optimizer's state and the training state (epoch, step, lr, loss scale, seed,
   /// metadata), written atomically (checkpoint.hpp).
   void save(const std::filesystem::path& path);
@@ -136,6 +141,7 @@ class Trainer {
   int good_steps_ = 0;  // steps without overflow since the scale last changed (f16)
   std::int64_t skipped_steps_ = 0;
   std::map<std::string, std::string> metadata_;
+  LayerProfile* profile_ = nullptr;
 };
 
 }  // namespace stoke::nn

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The GPU run of the bundle in one command (issue "The first real GPU run"), for a device lease of
+# a few minutes: stoke train on CUDA in fp32/bf16/fp16 with a Ctrl-C and a resume, stoke bench nn
+# against PyTorch (same GPU, same process tree, alternating) with a per-layer profile, bench
+# device and bench train. Run it through scripts/run-on-device.sh, which runs the GPU tests first
+# and sets the library path:
+#
+#   OUT=/tmp/suite scripts/run-on-device.sh scripts/gpu-checks.sh
+#
+# Every step has its own time limit (a slow step costs its limit, not the lease). Logs go to
+# $CHECKS_OUT (default out/gpu-checks): checks.log, and the JSON lines in results.jsonl.
+# Environment: STEPS (timed resnet50 steps, default 6), SKIP (space-separated step names to skip:
+# train nn device pipeline).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+
+out=${CHECKS_OUT:-out/gpu-checks}
+mkdir -p "$out"
+stoke=${STOKE:-bundle/bin/stoke}
+python=${PYTHON:-python3}
+work=${WORK:-/tmp/stoke-gpu-checks}
+mkdir -p "$work"
+export STOKE_CACHE=$work/cache
+steps=${STEPS:-6}
+skip=" ${SKIP:-} "
+results=$out/results.jsonl
+: > "$results"
+
+log() { echo "[$(date +%T)] $*"; }
+# step LIMIT_S COMMAND...: runs it with a time limit, says how it ended.
+step() {
+  local limit=$1; shift
+  log "\$ $*"
+  timeout --signal=INT --kill-after=5 "$limit" "$@"
+  local rc=$?
+  [[ $rc -ne 0 ]] && log "exit $rc$([[ $rc -eq 124 || $rc -eq 130 ]] && echo " (limit ${limit}s)")"
+  return $rc
+}
+# The device memory in use, polled every 100 ms until stopped; peak_memory prints its largest.
+memory_watch() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$work/memory.csv" 2>/dev/null & watch_pid=$!; }
+peak_memory() { kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null; sort -n "$work/memory.csv" | tail -1; }
+keep_json() { grep '^{' | tee -a "$results"; }
+
+main() {
+  log "gpu-checks: commit $(cat bundle/COMMIT 2>/dev/null || echo '?'), $(nproc) cores"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+  "$python" -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())'
+
+  if [[ $skip != *" nn "* ]]; then
+    log "== bench nn: stoke and PyTorch alternating, same model, batch, data on the device"
+    for model in resnet50 small_cnn; do
+      if [[ $model == resnet50 ]]; then
+        shape=(--model resnet50 --batch 256 --size 224 --classes 1000); n=$steps; w=2
+      else
+        shape=(--model small_cnn --batch 256 --size 32 --classes 10); n=30; w=5
+      fi
+      for precision in bf16 f16 f32; do
+        layout=(--channels-last)
+        [[ $precision == f32 ]] && layout=()
+        profile=()
+        [[ $model == resnet50 && $precision == bf16 ]] && profile=(--profile 1)
+        step 150 "$stoke" bench nn "${shape[@]}" --steps "$n" --warmup "$w" --device cuda --precision "$precision" \
+          "${layout[@]}" "${profile[@]}" --json | keep_json
+        step 90 "$python" scripts/bench_nn_torch.py "${shape[@]}" --steps "$n" --warmup 3 --device cuda \
+          --precision "$precision" "${layout[@]}" | keep_json
+      done
+    done
+  fi
+
+  if [[ $skip != *" train "* ]]; then
+    log "== stoke train on the built-in dataset (small_cnn, 32 px) in fp32, bf16, fp16; peak device memory"
+    for precision in fp32 bf16 fp16; do
+      epochs=3
+      [[ $precision == fp32 ]] && epochs=6  # the CPU run's 6 epochs: the accuracy to compare with
+      memory_watch
+      step 150 "$stoke" train --device cuda --precision "$precision" --epochs "$epochs" --json \
+        --checkpoint "$work/train-$precision" | keep_json | tail -2
+      log "peak device memory (nvidia-smi, whole GPU) during train $precision: $(peak_memory) MiB"
+    done
+    log "== Ctrl-C after 6 s (SIGINT), then --resume from the checkpoint it wrote"
+    "$stoke" train --device cuda --precision bf16 --epochs 3 --json --checkpoint "$work/interrupted" \
+      > "$work/interrupted.json" 2> "$work/interrupted.err" &
+    pid=$!
+    sleep 6; kill -INT "$pid"; wait "$pid"; log "interrupted run: exit $?"
+    tail -3 "$work/interrupted.err"; keep_json < "$work/interrupted.json" | tail -1
+    ls "$work/interrupted"
+    step 120 "$stoke" train --device cuda --precision bf16 --epochs 3 --json --checkpoint "$work/interrupted" \
+      --resume "$work/interrupted/last.safetensors" | keep_json | tail -2
+  fi
+
+  if [[ $skip != *" device "* ]]; then
+    log "== bench device"
+    step 60 "$stoke" bench device --device cuda --batch 256 --size 224
+    step 60 "$stoke" bench device --device cuda --batch 256 --size 224 --convert bf16 --json | keep_json
+  fi
+
+  if [[ $skip != *" pipeline "* ]]; then
+    log "== bench train: the whole pipeline against the compute bound"
+    step 90 "$stoke" bench train --device cuda --model small_cnn --batch 256 --repeats 1 --seconds 5 --json | keep_json
+    corpus=$work/shapes-256
+    step 60 "$stoke" gen-shapes --out "$corpus" --classes 10 --train 300 --val 0 --size 256 --quiet
+    step 120 "$stoke" bench train --device cuda --data "$corpus/train" --model resnet50 --batch 256 --precision bf16 \
+      --repeats 1 --seconds 8 --json | keep_json
+  fi
+  log "gpu-checks: done"
+}
+
+main 2>&1 | tee "$out/checks.log"
