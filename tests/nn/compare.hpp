@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <stoke/nn/layer.hpp>
 #include <stoke/nn/tensor.hpp>
@@ -44,7 +45,10 @@ inline double relative_error(const std::vector<float>& actual, const std::vector
 }
 
 /// Two runs from the same `start` moved every parameter by about the same: per tensor, the
-/// relative L2 error of actual's change against expected's is at most `bound`, and expected moved.
+/// relative L2 error of actual's change against expected's is at most `bound`. A tensor whose
+/// change in `expected` vanished in the rounding of its values (ResNet's blocks behind a batch norm
+/// whose scale starts at 0 get almost no gradient in their first steps) can only be checked to
+/// stay within that rounding in `actual` too.
 ///
 /// The change, not the values (which barely move in a few steps). The bound must be loose for
 /// half precision: at initialisation a model's weight gradients are small residues of sums that
@@ -68,7 +72,17 @@ inline void expect_same_steps(const ParameterValues& actual, const ParameterValu
       actual_step[i] = a[i] - s[i];
       moved = std::max(moved, static_cast<double>(std::abs(expected_step[i])));
     }
-    EXPECT_GT(moved, 0) << context << " " << name << " did not move";
+    if (moved == 0) {
+      double magnitude = 0;
+      double actual_moved = 0;
+      for (std::size_t i = 0; i < e.size(); ++i) {
+        magnitude = std::max(magnitude, static_cast<double>(std::abs(s[i])));
+        actual_moved = std::max(actual_moved, static_cast<double>(std::abs(actual_step[i])));
+      }
+      EXPECT_LE(actual_moved, 4 * static_cast<double>(std::numeric_limits<float>::epsilon()) * magnitude)
+          << context << " " << name << " did not move in the reference but did here";
+      continue;
+    }
     EXPECT_LE(relative_error(actual_step, expected_step), bound) << context << " " << name;
   }
 }

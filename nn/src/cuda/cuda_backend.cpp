@@ -76,7 +76,13 @@ void* CudaBackend::workspace(std::size_t bytes) {
   if (bytes == 0) return nullptr;
   if (workspace_.size() < bytes) {
     workspace_ = DeviceBuffer();  // free the old one first (cudaFree waits for its users)
-    workspace_ = DeviceBuffer(device_, bytes);
+    try {
+      workspace_ = DeviceBuffer(device_, bytes);
+    } catch (const CudaOutOfMemory&) {
+      // As the pool does for tensors: give back what it caches, then try once more.
+      pool_.release_cached();
+      workspace_ = DeviceBuffer(device_, bytes);
+    }
   }
   return workspace_.data();
 }

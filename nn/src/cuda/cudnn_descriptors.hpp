@@ -1,4 +1,5 @@
-// Owners of cuDNN's descriptors (tensor, filter, convolution), for CudaBackend's convolutions.
+// Owners of cuDNN's descriptors (tensor, filter, convolution, batch norm parameters), for
+// CudaBackend's convolutions and batch normalisation.
 // Each creates its descriptor, sets it from a Tensor or a geometry, and destroys it; move-only;
 // the destructors never throw. Pooling and activation descriptors are not needed: those kernels
 // are CudaBackend's own (pooling_kernels.cu), which match the CPU's tie-breaking exactly.
@@ -64,6 +65,19 @@ class TensorDescriptor {
     STOKE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_.get(), cudnn_format(t.layout()), cudnn_type(t.dtype()),
                                                  static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)),
                                                  static_cast<int>(t.dim(2)), static_cast<int>(t.dim(3))));
+  }
+  cudnnTensorDescriptor_t get() const noexcept { return desc_.get(); }
+
+ private:
+  CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> desc_;
+};
+
+/// Batch normalisation's per-channel tensors (scale, bias, means, variances) for inputs `x` in
+/// `mode`: cuDNN derives them ({1, C, 1, 1}, f32 for every input dtype).
+class BatchNormParamDescriptor {
+ public:
+  BatchNormParamDescriptor(const TensorDescriptor& x, cudnnBatchNormMode_t mode) {
+    STOKE_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_.get(), x.get(), mode));
   }
   cudnnTensorDescriptor_t get() const noexcept { return desc_.get(); }
 

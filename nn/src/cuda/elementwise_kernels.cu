@@ -1,5 +1,9 @@
 // CudaBackend's elementwise kernels (kernels.hpp says what each computes): relu, add, dropout,
-// cast, scale and the count of non-finite elements; grid-stride loops, one element per step.
+// cast, scale and the count of non-finite elements; grid-stride loops. relu and add, which a
+// ResNet runs on every activation, move 16 bytes per load and store (8 bf16/f16 values or 4
+// floats) when their pointers allow it: one element per step took 23 of ResNet-50's 340 ms on the
+// first GPU run (H200, batch 256, bf16), several times what their bytes cost.
+#include <algorithm>
 #include <cstdint>
 
 #include "../dropout_mask.hpp"
@@ -9,24 +13,65 @@
 namespace stoke::nn::cuda {
 namespace {
 
+// ---- y = op(a) or op(a, b), element by element, 16 bytes at a time where every pointer is
+// 16-byte aligned (the pool's blocks are; a view into one may not be)
+
 template <class T>
-__global__ void relu_forward_kernel(const T* x, T* y, std::int64_t n) {
-  // v < 0 ? 0 : v, not max: a NaN goes through (as on the CPU and in PyTorch).
-  STOKE_GRID_LOOP(i, n) {
-    const float v = load(x, i);
-    store(y, i, v < 0.0f ? 0.0f : v);
+inline constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+template <class T>
+struct alignas(16) Pack {
+  T v[kPack<T>];
+};
+
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// `Packed`: the first n / P elements in packs of P, the rest (and everything when not Packed) one
+// by one. b is unused (null) for a one-input op.
+template <class T, class Op, bool Packed>
+__global__ void map_kernel(Op op, const T* a, const T* b, T* y, std::int64_t n) {
+  constexpr int P = kPack<T>;
+  const std::int64_t packs = Packed ? n / P : 0;
+  if constexpr (Packed) {
+    STOKE_GRID_LOOP(i, packs) {
+      const Pack<T> pa = reinterpret_cast<const Pack<T>*>(a)[i];
+      Pack<T> pb{};
+      if constexpr (Op::inputs == 2) pb = reinterpret_cast<const Pack<T>*>(b)[i];
+      Pack<T> py;
+#pragma unroll
+      for (int k = 0; k < P; ++k) store(py.v, k, op(load(pa.v, k), Op::inputs == 2 ? load(pb.v, k) : 0.0f));
+      reinterpret_cast<Pack<T>*>(y)[i] = py;
+    }
+  }
+  STOKE_GRID_LOOP(i, n - packs * P) {
+    const std::int64_t j = packs * P + i;
+    store(y, j, op(load(a, j), Op::inputs == 2 ? load(b, j) : 0.0f));
   }
 }
 
-template <class T>
-__global__ void relu_backward_kernel(const T* y, const T* dy, T* dx, std::int64_t n) {
-  STOKE_GRID_LOOP(i, n) store(dx, i, load(y, i) > 0.0f ? load(dy, i) : 0.0f);
+template <class T, class Op>
+void launch_map(Op op, const T* a, const T* b, T* y, std::int64_t n, Stream stream) {
+  if (aligned16(a) && aligned16(y) && (Op::inputs == 1 || aligned16(b))) {
+    const std::int64_t steps = std::max<std::int64_t>(n / kPack<T>, n % kPack<T>);
+    map_kernel<T, Op, true><<<blocks_for(steps), kThreads, 0, stream>>>(op, a, b, y, n);
+  } else {
+    map_kernel<T, Op, false><<<blocks_for(n), kThreads, 0, stream>>>(op, a, b, y, n);
+  }
 }
 
-template <class T>
-__global__ void add_kernel(const T* a, const T* b, T* y, std::int64_t n) {
-  STOKE_GRID_LOOP(i, n) store(y, i, load(a, i) + load(b, i));
-}
+// v < 0 ? 0 : v, not max: a NaN goes through (as on the CPU and in PyTorch).
+struct Relu {
+  static constexpr int inputs = 1;
+  __device__ float operator()(float v, float /*unused*/) const { return v < 0.0f ? 0.0f : v; }
+};
+// (y, dy) -> dy where the output was positive.
+struct ReluGradient {
+  static constexpr int inputs = 2;
+  __device__ float operator()(float y, float dy) const { return y > 0.0f ? dy : 0.0f; }
+};
+struct Sum {
+  static constexpr int inputs = 2;
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
 
 template <class T>
 __global__ void dropout_forward_kernel(const T* x, std::uint8_t* mask, T* y, std::int64_t n, std::uint64_t seed,
@@ -78,7 +123,7 @@ void relu_forward(DType dtype, const void* x, void* y, std::int64_t n, Stream st
   if (n == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    relu_forward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+    launch_map(Relu{}, static_cast<const T*>(x), static_cast<const T*>(nullptr), static_cast<T*>(y), n, stream);
   });
   check_launch();
 }
@@ -87,8 +132,7 @@ void relu_backward(DType dtype, const void* y, const void* dy, void* dx, std::in
   if (n == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    relu_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(y), static_cast<const T*>(dy),
-                                                                    static_cast<T*>(dx), n);
+    launch_map(ReluGradient{}, static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx), n, stream);
   });
   check_launch();
 }
@@ -97,8 +141,7 @@ void add(DType dtype, const void* a, const void* b, void* y, std::int64_t n, Str
   if (n == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
-                                                          static_cast<T*>(y), n);
+    launch_map(Sum{}, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y), n, stream);
   });
   check_launch();
 }

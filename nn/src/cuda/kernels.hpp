@@ -70,9 +70,10 @@ struct PoolWindow {
   int kernel = 2, stride = 2, padding = 0;
 };
 void max_pool2d_forward(DType dtype, PoolWindow g, const void* x, ImageDims in, void* y, ImageDims out, Stream stream);
-/// Writes every element of dx (no atomics: each input cell gathers from the windows holding it).
+/// Writes every element of dx (no atomics: each input cell gathers from the windows it wins).
+/// `winners` is scratch of one int32 per element of dy.
 void max_pool2d_backward(DType dtype, PoolWindow g, const void* x, ImageDims in, const void* dy, ImageDims out,
-                         void* dx, Stream stream);
+                         std::int32_t* winners, void* dx, Stream stream);
 /// y {N, C} (row-major) = the mean over H and W.
 void global_avg_pool_forward(DType dtype, const void* x, ImageDims in, void* y, Stream stream);
 void global_avg_pool_backward(DType dtype, const void* dy, void* dx, ImageDims in, Stream stream);

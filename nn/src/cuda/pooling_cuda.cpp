@@ -1,4 +1,5 @@
 // CudaBackend's max and global average pooling: argument checks, then pooling_kernels.cu.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -29,14 +30,16 @@ void CudaBackend::max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, 
   require_float(dx, device_, kernel, "dx", &x);
   const ImageDims in = image_dims(x, kernel, "x");
   const Shape pooled{x.dim(0), x.dim(1), g.output_size(x.dim(2)), g.output_size(x.dim(3))};
-  if (y.defined()) require_shape(y, pooled, kernel, "y");  // unused: winners are found again from x
+  if (y.defined()) require_shape(y, pooled, kernel, "y");  // unused: the winners are found from x
   require_shape(dy, pooled, kernel, "dy");
   require_shape(dx, x.shape(), kernel, "dx");
   require_layout(dy, x, kernel, "dy");
   require_layout(dx, x, kernel, "dx");
   const DeviceGuard guard(device_);
+  const Tensor winners = empty(pooled, DType::i32, x.layout());
   cuda::max_pool2d_backward(x.dtype(), {g.kernel, g.stride, g.padding}, x.data(), in, dy.data(),
-                            image_dims(dy, kernel, "dy"), dx.data(), native(stream_));
+                            image_dims(dy, kernel, "dy"), winners.data_as<std::int32_t>(), dx.data(),
+                            native(stream_));
 }
 
 void CudaBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y) {

@@ -1,6 +1,9 @@
-// CudaBackend's pooling kernels (kernels.hpp): max pooling forward and backward (each input
-// cell gathers its gradient from the windows it wins, so no atomics), global average pooling one
-// warp per plane.
+// CudaBackend's pooling kernels (kernels.hpp): max pooling forward and backward, global average
+// pooling one warp per plane. Backward finds each window's winner once (a pass over the windows
+// into a scratch of cell indices), then each input cell gathers its gradient from the few windows
+// it wins: no atomics, so the sums are the same on every run. (Searching the windows again from
+// every cell, as the first version did, read x 36 times per cell for 3x3 windows with stride 2:
+// 20 ms of ResNet-50's 340 ms step on an H200.)
 #include <cstdint>
 
 #include "kernel_utils.cuh"
@@ -47,22 +50,36 @@ __global__ void max_pool_forward_kernel(PoolWindow g, const T* x, ImageDims in, 
   }
 }
 
-// Each input cell sums dy over the windows whose maximum it is: windows oh with
-// oh * s - p <= h < oh * s - p + k.
+// winner[i] = h * W + w of output cell i's maximum (i in dy's memory order), -1 for a window of
+// padding only.
 template <class T>
-__global__ void max_pool_backward_kernel(PoolWindow g, const T* x, ImageDims in, const T* dy, ImageDims out, T* dx) {
+__global__ void max_pool_winners_kernel(PoolWindow g, const T* x, ImageDims in, ImageDims out, std::int32_t* winner) {
+  const std::int64_t total = out.n * out.c * out.h * out.w;
+  STOKE_GRID_LOOP(i, total) {
+    const Coord k = coord_of(out, i);
+    std::int64_t bh = 0, bw = 0;
+    float best = 0;
+    window_argmax(g, x, in, k.n, k.c, k.h, k.w, bh, bw, best);
+    winner[i] = bh < 0 ? -1 : static_cast<std::int32_t>(bh * in.w + bw);
+  }
+}
+
+// Each input cell sums dy over the windows whose maximum it is: windows oh with
+// oh * s - p <= h < oh * s - p + k, in a fixed order.
+template <class T>
+__global__ void max_pool_backward_kernel(PoolWindow g, ImageDims in, const T* dy, const std::int32_t* winner,
+                                         ImageDims out, T* dx) {
   const std::int64_t total = in.n * in.c * in.h * in.w;
   STOKE_GRID_LOOP(i, total) {
     const Coord k = coord_of(in, i);
+    const auto self = static_cast<std::int32_t>(k.h * in.w + k.w);
     float sum = 0;
     for (std::int64_t oh = min(out.h - 1, (k.h + g.padding) / g.stride);
          oh >= 0 && oh * g.stride - g.padding + g.kernel > k.h; --oh) {
       for (std::int64_t ow = min(out.w - 1, (k.w + g.padding) / g.stride);
            ow >= 0 && ow * g.stride - g.padding + g.kernel > k.w; --ow) {
-        std::int64_t bh = 0, bw = 0;
-        float best = 0;
-        window_argmax(g, x, in, k.n, k.c, oh, ow, bh, bw, best);
-        if (bh == k.h && bw == k.w) sum += load(dy, offset_of(out, k.n, k.c, oh, ow));
+        const std::int64_t at = offset_of(out, k.n, k.c, oh, ow);
+        if (winner[at] == self) sum += load(dy, at);
       }
     }
     store(dx, i, sum);
@@ -108,13 +125,18 @@ void max_pool2d_forward(DType dtype, PoolWindow g, const void* x, ImageDims in, 
 }
 
 void max_pool2d_backward(DType dtype, PoolWindow g, const void* x, ImageDims in, const void* dy, ImageDims out,
-                         void* dx, Stream stream) {
+                         std::int32_t* winners, void* dx, Stream stream) {
   const std::int64_t n = in.n * in.c * in.h * in.w;
   if (n == 0) return;
+  const std::int64_t windows = out.n * out.c * out.h * out.w;
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
-        g, static_cast<const T*>(x), in, static_cast<const T*>(dy), out, static_cast<T*>(dx));
+    if (windows > 0) {
+      max_pool_winners_kernel<T>
+          <<<blocks_for(windows), kThreads, 0, stream>>>(g, static_cast<const T*>(x), in, out, winners);
+    }
+    max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(g, in, static_cast<const T*>(dy), winners,
+                                                                        out, static_cast<T*>(dx));
   });
   check_launch();
 }
