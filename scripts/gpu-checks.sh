@@ -10,7 +10,7 @@
 # Every step has its own time limit (a slow step costs its limit, not the lease). Logs go to
 # $CHECKS_OUT (default out/gpu-checks): checks.log, and the JSON lines in results.jsonl.
 # Environment: STEPS (timed resnet50 steps, default 6), SKIP (space-separated step names to skip:
-# train nn device pipeline).
+# nn train device pipeline sanitizer).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -101,6 +101,19 @@ main() {
     step 60 "$stoke" gen-shapes --out "$corpus" --classes 10 --train 300 --val 0 --size 256 --quiet
     step 120 "$stoke" bench train --device cuda --data "$corpus/train" --model resnet50 --batch 256 --precision bf16 \
       --repeats 1 --seconds 8 --json | keep_json
+  fi
+  if [[ $skip != *" sanitizer "* ]]; then
+    log "== compute-sanitizer on the nn kernels' tests (small shapes)"
+    tests=bundle/libexec/stoke/tests
+    if command -v compute-sanitizer > /dev/null; then
+      step 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$tests/nn_cuda_backend_gpu_test" \
+        --gtest_filter='*BatchNorm*:*Pool*:*Elementwise*:*Conv*' --gtest_brief=1
+      step 90 compute-sanitizer --tool racecheck --error-exitcode 9 "$tests/nn_cuda_backend_gpu_test" \
+        --gtest_filter='*BatchNorm*:*Pool*:*Loss*' --gtest_brief=1
+      step 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$tests/device_stages_gpu_test" --gtest_brief=1
+    else
+      log "compute-sanitizer not found"
+    fi
   fi
   log "gpu-checks: done"
 }
