@@ -1,13 +1,10 @@
-// CudaBackend's batch normalisation: argument checks, then cuDNN's kernels for training (forward
-// and backward), CudaBackend's own (batch_norm_kernels.cu) for inference and wherever cuDNN has
-// none (it answers CUDNN_STATUS_NOT_SUPPORTED).
-//
-// cuDNN computes the statistics in f32 where the own kernels sum in double, one block per
-// channel: on the first GPU run (H200, ResNet-50, batch 256, bf16 channels-last) those took 258
-// of a step's 340 ms, three passes over x with strided reads and 64 blocks for 132 multiprocessors
-// in the first stage. docs/benchmarks.md has the profile before and after.
+// CudaBackend's batch normalisation: argument checks, then for training cuDNN's kernels on
+// channels-first (NCHW) inputs and batch_norm_kernels.cu's on channels-last (NHWC) ones, whose
+// channels-last training kernels are slow (see there); batch_norm_kernels.cu's also for inference
+// and wherever cuDNN answers CUDNN_STATUS_NOT_SUPPORTED. docs/benchmarks.md has the profiles.
 #include <cudnn.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,12 +18,8 @@
 namespace stoke::nn::cuda {
 namespace {
 
-// Per channel over N, H and W; for channels-last inputs the persistent kernels, which keep a
-// channel's values on chip between the statistics and the normalisation where they fit (PyTorch
-// picks them for channels-last training too). Backward must use its forward's mode.
-cudnnBatchNormMode_t training_mode(const Tensor& x) {
-  return x.layout() == TensorLayout::nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
-}
+// Per channel over N, H and W (backward must use its forward's mode).
+constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL;
 
 // cudnnBatchNormalizationBackward takes the forward's epsilon, but uses it only to recompute the
 // statistics when none are saved; they always are here (the Backend API does not pass it down).
@@ -69,14 +62,22 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
                                 "; training needs more than one value per channel (N * H * W > 1)");
   }
   const DeviceGuard guard(device_);
+  if (dims.nhwc) {
+    const Tensor workspace = empty({static_cast<std::int64_t>(batch_norm_nhwc_workspace_bytes(dims))}, DType::u8,
+                                   TensorLayout::nchw);
+    batch_norm_nhwc_forward_training(x.dtype(), x.data(), gamma.data_as<const float>(), beta.data_as<const float>(),
+                                     running_mean.data_as<float>(), running_var.data_as<float>(), momentum, eps,
+                                     y.data(), saved_mean.data_as<float>(), saved_invstd.data_as<float>(), dims,
+                                     workspace.data(), native(stream_));
+    return;
+  }
   if (x.numel() > 0) {
-    const cudnnBatchNormMode_t mode = training_mode(x);
     const TensorDescriptor x_desc(x);
-    const BatchNormParamDescriptor param_desc(x_desc, mode);
+    const BatchNormParamDescriptor param_desc(x_desc, kMode);
     const float one = 1.0f;
     const float zero = 0.0f;
     if (cudnn_ran(cudnnBatchNormalizationForwardTraining(
-                      cudnn_.native(), mode, &one, &zero, x_desc.get(), x.data(), x_desc.get(), y.data(),
+                      cudnn_.native(), kMode, &one, &zero, x_desc.get(), x.data(), x_desc.get(), y.data(),
                       param_desc.get(), gamma.data(), beta.data(), momentum, running_mean.data(), running_var.data(),
                       eps, saved_mean.data(), saved_invstd.data()),
                   "cudnnBatchNormalizationForwardTraining", __LINE__)) {
@@ -136,10 +137,19 @@ void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const T
     require_count(*t, dims.c, kernel, what);
   }
   const DeviceGuard guard(device_);
+  if (dims.nhwc) {
+    const Tensor workspace = empty({static_cast<std::int64_t>(batch_norm_nhwc_workspace_bytes(dims))}, DType::u8,
+                                   TensorLayout::nchw);
+    batch_norm_nhwc_backward(x.dtype(), x.data(), dy.data(), gamma.data_as<const float>(),
+                             saved_mean.data_as<const float>(), saved_invstd.data_as<const float>(),
+                             dx.defined() ? dx.data() : nullptr, dgamma.defined() ? dgamma.data_as<float>() : nullptr,
+                             dbeta.defined() ? dbeta.data_as<float>() : nullptr, dims, workspace.data(),
+                             native(stream_));
+    return;
+  }
   if (x.numel() > 0) {
-    const cudnnBatchNormMode_t mode = training_mode(x);
     const TensorDescriptor x_desc(x);
-    const BatchNormParamDescriptor param_desc(x_desc, mode);
+    const BatchNormParamDescriptor param_desc(x_desc, kMode);
     // cuDNN writes all three gradients: scratch for the ones not asked for.
     const Tensor dx_out = dx.defined() ? dx : empty(x.shape(), x.dtype(), x.layout());
     const Tensor dgamma_out = dgamma.defined() ? dgamma : empty({dims.c}, DType::f32, TensorLayout::nchw);
@@ -147,7 +157,7 @@ void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const T
     const float one = 1.0f;
     const float zero = 0.0f;
     // dx is written (beta 0); dgamma and dbeta accumulate (beta 1), as every backward here does.
-    if (cudnn_ran(cudnnBatchNormalizationBackward(cudnn_.native(), mode, &one, &zero, &one, &one, x_desc.get(),
+    if (cudnn_ran(cudnnBatchNormalizationBackward(cudnn_.native(), kMode, &one, &zero, &one, &one, x_desc.get(),
                                                   x.data(), x_desc.get(), dy.data(), x_desc.get(), dx_out.data(),
                                                   param_desc.get(), gamma.data(), dgamma_out.data(), dbeta_out.data(),
                                                   kBackwardEpsilon, saved_mean.data(), saved_invstd.data()),

@@ -1,6 +1,15 @@
-// CudaBackend's batch normalisation kernels (kernels.hpp): one block per channel for the
-// statistics and the gradients, summed in double as the CPU reference sums them (deterministic:
-// no floating-point atomics); a grid-stride loop for inference.
+// CudaBackend's batch normalisation kernels (kernels.hpp). Channels-first (NCHW, where cuDNN has
+// no kernel): one block per channel for the statistics and the gradients, summed in double as
+// the CPU reference sums them; a grid-stride loop for inference. Channels-last (NHWC): a grid of
+// (channel group, row group) blocks whose partial sums in double are added up per channel in a
+// fixed order, then one pass that normalises 16 bytes at a time. Deterministic either way: no
+// floating-point atomics.
+//
+// Why not cuDNN's for channels-last: on the first GPU run (H200, ResNet-50, batch 256, bf16) its
+// channels-last training kernels took 637 ms of a 673 ms step, the one-block-per-channel kernels
+// here 258 of 340; PyTorch runs its own kernels for channels-last batch norm too.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernel_utils.cuh"
@@ -92,7 +101,249 @@ __global__ void bn_backward_kernel(const T* x, const T* dy, const float* gamma, 
   }
 }
 
+// ---- channels-last: x is `rows` (N H W) rows of `channels` values
+
+constexpr int kBnLanes = 32;  // threads across channels: a warp reads 32 neighbouring values of a row
+constexpr int kBnRows = 16;   // threads across rows
+constexpr std::int64_t kBnTargetBlocks = 1024;  // enough to fill any current GPU several times
+
+struct BnGrid {
+  unsigned channel_groups;
+  unsigned row_groups;
+};
+BnGrid bn_grid(ImageDims d) {
+  const std::int64_t rows = d.n * d.h * d.w;
+  const std::int64_t groups = (d.c + kBnLanes - 1) / kBnLanes;
+  const std::int64_t row_groups =
+      std::clamp<std::int64_t>((kBnTargetBlocks + groups - 1) / groups, 1, (rows + kBnRows - 1) / kBnRows);
+  return {static_cast<unsigned>(groups), static_cast<unsigned>(std::max<std::int64_t>(row_groups, 1))};
+}
+
+// The workspace: partial sums double [row_groups][2][C], then four float [C] per-channel terms.
+struct BnWorkspace {
+  double* partial;
+  float* terms;
+};
+BnWorkspace bn_workspace(void* workspace, ImageDims d) {
+  const BnGrid grid = bn_grid(d);
+  auto* partial = static_cast<double*>(workspace);
+  return {partial, reinterpret_cast<float*>(partial + std::int64_t{grid.row_groups} * 2 * d.c)};
+}
+
+// For each channel, two sums over this block's rows: of x and x^2 (Stats), or of dy and
+// dy (x - mean) (Gradients), into partial[row_group][0 or 1][c].
+struct Stats {
+  const float* mean;  // unused
+  __device__ void add(float x, float /*dy*/, std::int64_t /*c*/, double& a, double& b) const {
+    a += x;
+    b += static_cast<double>(x) * x;
+  }
+};
+struct Gradients {
+  const float* mean;
+  __device__ void add(float x, float dy, std::int64_t c, double& a, double& b) const {
+    a += dy;
+    b += static_cast<double>(dy) * (static_cast<double>(x) - mean[c]);
+  }
+};
+
+template <class T, class Sums>
+__global__ void bn_nhwc_sums_kernel(Sums sums, const T* x, const T* dy, std::int64_t rows, std::int64_t channels,
+                                    double* partial) {
+  __shared__ double shared_a[kBnRows][kBnLanes + 1];
+  __shared__ double shared_b[kBnRows][kBnLanes + 1];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kBnLanes + threadIdx.x;
+  double a = 0;
+  double b = 0;
+  if (c < channels) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * kBnRows;
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kBnRows + threadIdx.y; r < rows; r += stride) {
+      const std::int64_t at = r * channels + c;
+      sums.add(load(x, at), dy != nullptr ? load(dy, at) : 0.0f, c, a, b);
+    }
+  }
+  shared_a[threadIdx.y][threadIdx.x] = a;
+  shared_b[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < channels) {
+    for (int k = 1; k < kBnRows; ++k) {
+      a += shared_a[k][threadIdx.x];
+      b += shared_b[k][threadIdx.x];
+    }
+    partial[(static_cast<std::int64_t>(blockIdx.y) * 2) * channels + c] = a;
+    partial[(static_cast<std::int64_t>(blockIdx.y) * 2 + 1) * channels + c] = b;
+  }
+}
+
+// Adds a channel's partial sums in row-group order.
+__device__ inline void total(const double* partial, int row_groups, std::int64_t channels, std::int64_t c, double& a,
+                             double& b) {
+  a = 0;
+  b = 0;
+  for (int g = 0; g < row_groups; ++g) {
+    a += partial[(static_cast<std::int64_t>(g) * 2) * channels + c];
+    b += partial[(static_cast<std::int64_t>(g) * 2 + 1) * channels + c];
+  }
+}
+
+// terms: mean, gamma * invstd, beta (y = (x - mean) * scale + beta).
+__global__ void bn_nhwc_finish_forward_kernel(const double* partial, int row_groups, std::int64_t rows,
+                                              std::int64_t channels, const float* gamma, const float* beta,
+                                              float* running_mean, float* running_var, double momentum, double eps,
+                                              float* saved_mean, float* saved_invstd, float* terms) {
+  STOKE_GRID_LOOP(c, channels) {
+    double sum = 0;
+    double squares = 0;
+    total(partial, row_groups, channels, c, sum, squares);
+    const auto m = static_cast<double>(rows);
+    const double mean = sum / m;
+    const double variance = fmax(squares / m - mean * mean, 0.0);
+    const double invstd = 1.0 / sqrt(variance + eps);
+    saved_mean[c] = static_cast<float>(mean);
+    saved_invstd[c] = static_cast<float>(invstd);
+    // PyTorch normalises with the biased variance but keeps the unbiased one as running_var.
+    const double unbiased = variance * m / (m - 1);
+    running_mean[c] = static_cast<float>((1 - momentum) * static_cast<double>(running_mean[c]) + momentum * mean);
+    running_var[c] = static_cast<float>((1 - momentum) * static_cast<double>(running_var[c]) + momentum * unbiased);
+    terms[c] = static_cast<float>(mean);
+    terms[channels + c] = static_cast<float>(static_cast<double>(gamma[c]) * invstd);
+    terms[2 * channels + c] = beta[c];
+  }
+}
+
+// dgamma += sum dy xhat, dbeta += sum dy; terms for dx = k1 (dy - mean_dy - (x - mean) k3):
+// mean, k1 = gamma invstd, mean_dy, k3 = invstd mean(dy xhat).
+__global__ void bn_nhwc_finish_backward_kernel(const double* partial, int row_groups, std::int64_t rows,
+                                               std::int64_t channels, const float* gamma, const float* saved_mean,
+                                               const float* saved_invstd, float* dgamma, float* dbeta, float* terms) {
+  STOKE_GRID_LOOP(c, channels) {
+    double sum_dy = 0;
+    double sum_dy_centered = 0;
+    total(partial, row_groups, channels, c, sum_dy, sum_dy_centered);
+    const double invstd = saved_invstd[c];
+    const double sum_dy_xhat = sum_dy_centered * invstd;
+    if (dgamma != nullptr) dgamma[c] = static_cast<float>(static_cast<double>(dgamma[c]) + sum_dy_xhat);
+    if (dbeta != nullptr) dbeta[c] = static_cast<float>(static_cast<double>(dbeta[c]) + sum_dy);
+    const auto m = static_cast<double>(rows);
+    terms[c] = saved_mean[c];
+    terms[channels + c] = static_cast<float>(static_cast<double>(gamma[c]) * invstd);
+    terms[2 * channels + c] = static_cast<float>(sum_dy / m);
+    terms[3 * channels + c] = static_cast<float>(invstd * sum_dy_xhat / m);
+  }
+}
+
+// out = f(x, dy, channel terms), 16 bytes at a time when C is a multiple of the pack (so a pack
+// never crosses a row) and the pointers are aligned; one by one otherwise and for the rest.
+struct Normalize {
+  __device__ float operator()(float x, float /*dy*/, const float* t, std::int64_t c, std::int64_t C) const {
+    return (x - t[c]) * t[C + c] + t[2 * C + c];
+  }
+};
+struct InputGradient {
+  __device__ float operator()(float x, float dy, const float* t, std::int64_t c, std::int64_t C) const {
+    return t[C + c] * (dy - t[2 * C + c] - (x - t[c]) * t[3 * C + c]);
+  }
+};
+
+template <class T>
+inline constexpr int kBnPack = 16 / static_cast<int>(sizeof(T));
+template <class T>
+struct alignas(16) BnPack {
+  T v[kBnPack<T>];
+};
+
+template <class T, class F, bool Packed>
+__global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t n,
+                                   std::int64_t channels) {
+  constexpr int P = kBnPack<T>;
+  const std::int64_t packs = Packed ? n / P : 0;
+  if constexpr (Packed) {
+    STOKE_GRID_LOOP(i, packs) {
+      const BnPack<T> px = reinterpret_cast<const BnPack<T>*>(x)[i];
+      BnPack<T> pd{};
+      if (dy != nullptr) pd = reinterpret_cast<const BnPack<T>*>(dy)[i];
+      const std::int64_t c0 = (i * P) % channels;
+      BnPack<T> po;
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        store(po.v, k, f(load(px.v, k), dy != nullptr ? load(pd.v, k) : 0.0f, terms, c0 + k, channels));
+      }
+      reinterpret_cast<BnPack<T>*>(out)[i] = po;
+    }
+  }
+  STOKE_GRID_LOOP(i, n - packs * P) {
+    const std::int64_t j = packs * P + i;
+    store(out, j, f(load(x, j), dy != nullptr ? load(dy, j) : 0.0f, terms, j % channels, channels));
+  }
+}
+
+template <class T, class F>
+void launch_bn_nhwc_map(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t n,
+                        std::int64_t channels, Stream stream) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (channels % kBnPack<T> == 0 && aligned(x) && aligned(out) && (dy == nullptr || aligned(dy))) {
+    bn_nhwc_map_kernel<T, F, true><<<blocks_for(n / kBnPack<T>), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
+  } else {
+    bn_nhwc_map_kernel<T, F, false><<<blocks_for(n), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
+  }
+}
+
+template <class T, class Sums>
+void launch_bn_nhwc_sums(Sums sums, const T* x, const T* dy, ImageDims d, double* partial, Stream stream) {
+  const BnGrid grid = bn_grid(d);
+  bn_nhwc_sums_kernel<T><<<dim3(grid.channel_groups, grid.row_groups), dim3(kBnLanes, kBnRows), 0, stream>>>(
+      sums, x, dy, d.n * d.h * d.w, d.c, partial);
+}
+
 }  // namespace
+
+std::size_t batch_norm_nhwc_workspace_bytes(ImageDims dims) {
+  const BnGrid grid = bn_grid(dims);
+  return static_cast<std::size_t>(std::int64_t{grid.row_groups} * 2 * dims.c) * sizeof(double) +
+         static_cast<std::size_t>(4 * dims.c) * sizeof(float);
+}
+
+void batch_norm_nhwc_forward_training(DType dtype, const void* x, const float* gamma, const float* beta,
+                                      float* running_mean, float* running_var, double momentum, double eps, void* y,
+                                      float* saved_mean, float* saved_invstd, ImageDims dims, void* workspace,
+                                      Stream stream) {
+  const std::int64_t rows = dims.n * dims.h * dims.w;
+  if (dims.c == 0 || rows == 0) return;
+  const BnWorkspace w = bn_workspace(workspace, dims);
+  const int row_groups = static_cast<int>(bn_grid(dims).row_groups);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch_bn_nhwc_sums(Stats{nullptr}, static_cast<const T*>(x), static_cast<const T*>(nullptr), dims, w.partial,
+                        stream);
+    bn_nhwc_finish_forward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
+        w.partial, row_groups, rows, dims.c, gamma, beta, running_mean, running_var, momentum, eps, saved_mean,
+        saved_invstd, w.terms);
+    launch_bn_nhwc_map(Normalize{}, static_cast<const T*>(x), static_cast<const T*>(nullptr), w.terms,
+                       static_cast<T*>(y), rows * dims.c, dims.c, stream);
+  });
+  check_launch();
+}
+
+void batch_norm_nhwc_backward(DType dtype, const void* x, const void* dy, const float* gamma, const float* saved_mean,
+                              const float* saved_invstd, void* dx, float* dgamma, float* dbeta, ImageDims dims,
+                              void* workspace, Stream stream) {
+  const std::int64_t rows = dims.n * dims.h * dims.w;
+  if (dims.c == 0 || rows == 0) return;
+  const BnWorkspace w = bn_workspace(workspace, dims);
+  const int row_groups = static_cast<int>(bn_grid(dims).row_groups);
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    launch_bn_nhwc_sums(Gradients{saved_mean}, static_cast<const T*>(x), static_cast<const T*>(dy), dims, w.partial,
+                        stream);
+    bn_nhwc_finish_backward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
+        w.partial, row_groups, rows, dims.c, gamma, saved_mean, saved_invstd, dgamma, dbeta, w.terms);
+    if (dx != nullptr) {
+      launch_bn_nhwc_map(InputGradient{}, static_cast<const T*>(x), static_cast<const T*>(dy), w.terms,
+                         static_cast<T*>(dx), rows * dims.c, dims.c, stream);
+    }
+  });
+  check_launch();
+}
 
 void batch_norm_forward_training(DType dtype, const void* x, const float* gamma, const float* beta, float* running_mean,
                                  float* running_var, double momentum, double eps, void* y, float* saved_mean,
