@@ -8,7 +8,8 @@
 # cuDNN and cuBLAS come from the machine's Python packages (site-packages/nvidia/*/lib, as PyTorch
 # installs them), the driver from the system; everything else from bundle/lib. Writes the log to
 # $OUT/run.log and each test's JUnit XML to $OUT/<test>.xml ($OUT defaults to out/device).
-# Exits non-zero when a test or the command fails.
+# Exits non-zero when a test or the command fails, or when a GPU-labelled test (*_gpu_test) skips
+# on a machine where nvidia-smi lists a GPU (the runtime cannot use it: an old driver, say).
 #
 # Environment: OUT, PYTHON (default python3), TEST_TIMEOUT (seconds per test executable, default
 # 300), GTEST_FILTER (passed on to the tests as usual).
@@ -43,7 +44,9 @@ print(":".join(dirs))') || nvidia_dirs=""
   echo "== machine"
   uname -srm
   echo "glibc $(ldd --version | head -1 | awk '{print $NF}') (scripts/make-bundle.sh printed the oldest the bundle runs with)"
+  gpu_present=0
   if command -v nvidia-smi > /dev/null; then
+    nvidia-smi -L | grep -q '^GPU ' && gpu_present=1
     nvidia-smi -L
     nvidia-smi --query-gpu=driver_version --format=csv,noheader | sed 's/^/driver /'
   else
@@ -89,6 +92,12 @@ print(":".join(dirs))') || nvidia_dirs=""
       skipped=$(grep -c 'result="skipped"' "$out/$name.xml")
       counts=" ($ran tests, $skipped skipped)"
       skipped_total=$((skipped_total + skipped))
+      # A GPU-labelled test skips only when it finds no usable GPU: on a machine with one (a driver
+      # too old for the CUDA 13 runtime linked in, say), that is a failure, not a quiet skip.
+      if [[ $name == *_gpu_test && $skipped -gt 0 && $gpu_present -eq 1 && $rc -eq 0 ]]; then
+        echo "$name: $skipped tests skipped although nvidia-smi lists a GPU: the CUDA runtime cannot use it (see the skip reasons above; an old driver says cudaErrorInsufficientDriver)"
+        rc=3
+      fi
     fi
     if [[ $rc -eq 0 ]]; then
       passed+=("$name$counts")
