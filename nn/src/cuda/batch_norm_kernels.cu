@@ -123,11 +123,13 @@ BnGrid bn_grid(ImageDims d) {
 struct BnWorkspace {
   double* partial;
   float* terms;
+  int row_groups;
 };
 BnWorkspace bn_workspace(void* workspace, ImageDims d) {
   const BnGrid grid = bn_grid(d);
   auto* partial = static_cast<double*>(workspace);
-  return {partial, reinterpret_cast<float*>(partial + std::int64_t{grid.row_groups} * 2 * d.c)};
+  return {partial, reinterpret_cast<float*>(partial + std::int64_t{grid.row_groups} * 2 * d.c),
+          static_cast<int>(grid.row_groups)};
 }
 
 // For each channel, two sums over this block's rows: of x and x^2 (Stats), or of dy and
@@ -245,30 +247,23 @@ struct InputGradient {
   }
 };
 
-template <class T>
-inline constexpr int kBnPack = 16 / static_cast<int>(sizeof(T));
-template <class T>
-struct alignas(16) BnPack {
-  T v[kBnPack<T>];
-};
-
 template <class T, class F, bool Packed>
 __global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t n,
                                    std::int64_t channels) {
-  constexpr int P = kBnPack<T>;
+  constexpr int P = kPack<T>;
   const std::int64_t packs = Packed ? n / P : 0;
   if constexpr (Packed) {
     STOKE_GRID_LOOP(i, packs) {
-      const BnPack<T> px = reinterpret_cast<const BnPack<T>*>(x)[i];
-      BnPack<T> pd{};
-      if (dy != nullptr) pd = reinterpret_cast<const BnPack<T>*>(dy)[i];
+      const Pack<T> px = reinterpret_cast<const Pack<T>*>(x)[i];
+      Pack<T> pd{};
+      if (dy != nullptr) pd = reinterpret_cast<const Pack<T>*>(dy)[i];
       const std::int64_t c0 = (i * P) % channels;
-      BnPack<T> po;
+      Pack<T> po;
 #pragma unroll
       for (int k = 0; k < P; ++k) {
         store(po.v, k, f(load(px.v, k), dy != nullptr ? load(pd.v, k) : 0.0f, terms, c0 + k, channels));
       }
-      reinterpret_cast<BnPack<T>*>(out)[i] = po;
+      reinterpret_cast<Pack<T>*>(out)[i] = po;
     }
   }
   STOKE_GRID_LOOP(i, n - packs * P) {
@@ -280,9 +275,8 @@ __global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* te
 template <class T, class F>
 void launch_bn_nhwc_map(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t n,
                         std::int64_t channels, Stream stream) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (channels % kBnPack<T> == 0 && aligned(x) && aligned(out) && (dy == nullptr || aligned(dy))) {
-    bn_nhwc_map_kernel<T, F, true><<<blocks_for(n / kBnPack<T>), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
+  if (channels % kPack<T> == 0 && aligned16(x) && aligned16(out) && (dy == nullptr || aligned16(dy))) {
+    bn_nhwc_map_kernel<T, F, true><<<blocks_for(n / kPack<T>), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
   } else {
     bn_nhwc_map_kernel<T, F, false><<<blocks_for(n), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
   }
@@ -310,13 +304,12 @@ void batch_norm_nhwc_forward_training(DType dtype, const void* x, const float* g
   const std::int64_t rows = dims.n * dims.h * dims.w;
   if (dims.c == 0 || rows == 0) return;
   const BnWorkspace w = bn_workspace(workspace, dims);
-  const int row_groups = static_cast<int>(bn_grid(dims).row_groups);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_bn_nhwc_sums(Stats{nullptr}, static_cast<const T*>(x), static_cast<const T*>(nullptr), dims, w.partial,
                         stream);
     bn_nhwc_finish_forward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
-        w.partial, row_groups, rows, dims.c, gamma, beta, running_mean, running_var, momentum, eps, saved_mean,
+        w.partial, w.row_groups, rows, dims.c, gamma, beta, running_mean, running_var, momentum, eps, saved_mean,
         saved_invstd, w.terms);
     launch_bn_nhwc_map(Normalize{}, static_cast<const T*>(x), static_cast<const T*>(nullptr), w.terms,
                        static_cast<T*>(y), rows * dims.c, dims.c, stream);
@@ -330,13 +323,12 @@ void batch_norm_nhwc_backward(DType dtype, const void* x, const void* dy, const 
   const std::int64_t rows = dims.n * dims.h * dims.w;
   if (dims.c == 0 || rows == 0) return;
   const BnWorkspace w = bn_workspace(workspace, dims);
-  const int row_groups = static_cast<int>(bn_grid(dims).row_groups);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     launch_bn_nhwc_sums(Gradients{saved_mean}, static_cast<const T*>(x), static_cast<const T*>(dy), dims, w.partial,
                         stream);
     bn_nhwc_finish_backward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
-        w.partial, row_groups, rows, dims.c, gamma, saved_mean, saved_invstd, dgamma, dbeta, w.terms);
+        w.partial, w.row_groups, rows, dims.c, gamma, saved_mean, saved_invstd, dgamma, dbeta, w.terms);
     if (dx != nullptr) {
       launch_bn_nhwc_map(InputGradient{}, static_cast<const T*>(x), static_cast<const T*>(dy), w.terms,
                          static_cast<T*>(dx), rows * dims.c, dims.c, stream);

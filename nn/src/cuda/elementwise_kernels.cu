@@ -13,17 +13,7 @@
 namespace stoke::nn::cuda {
 namespace {
 
-// ---- y = op(a) or op(a, b), element by element, 16 bytes at a time where every pointer is
-// 16-byte aligned (the pool's blocks are; a view into one may not be)
-
-template <class T>
-inline constexpr int kPack = 16 / static_cast<int>(sizeof(T));
-template <class T>
-struct alignas(16) Pack {
-  T v[kPack<T>];
-};
-
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+// ---- y = op(a) or op(a, b), element by element, 16 bytes at a time where the pointers allow
 
 // `Packed`: the first n / P elements in packs of P, the rest (and everything when not Packed) one
 // by one. b is unused (null) for a one-input op.

@@ -58,6 +58,17 @@ inline int blocks_for(std::int64_t n) {
 
 inline void check_launch() { STOKE_CUDA_CHECK(cudaGetLastError()); }
 
+// ---- 16-byte packs: kernels that stream through memory load and store 16 bytes per thread (8
+// bf16/f16 values or 4 floats) where every pointer of the call is 16-byte aligned (the pool's
+// blocks are; a view into one may not be)
+template <class T>
+inline constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+template <class T>
+struct alignas(16) Pack {
+  T v[kPack<T>];
+};
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 #define STOKE_GRID_LOOP(i, n)                                                                      \
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
