@@ -1,5 +1,4 @@
 // The built-in transforms' registry entries: names, one-line docs, typed parameters, factories.
-#include <array>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -26,13 +25,11 @@ ParamDoc interpolation_doc() {
           "bilinear (area averaging when shrinking 2x or more), area (for every shrink) or nearest"};
 }
 
-std::array<float, 3> rgb_triple(const Params& params, const char* key, const std::vector<double>& fallback) {
+std::vector<float> per_channel(const Params& params, const char* key, const std::vector<double>& fallback) {
   const std::vector<double> values = params.get_list(key, fallback);
-  if (values.size() != 3) {
-    throw std::invalid_argument(params.transform() + ": " + key + " needs 3 values (R,G,B), got " +
-                                std::to_string(values.size()));
-  }
-  return {static_cast<float>(values[0]), static_cast<float>(values[1]), static_cast<float>(values[2])};
+  if (values.empty())
+    throw std::invalid_argument(params.transform() + ": " + key + " needs one value per channel, or one for all");
+  return {values.begin(), values.end()};
 }
 
 }  // namespace
@@ -86,13 +83,17 @@ void register_builtin_transforms(Registry& registry) {
                 }});
 
   registry.add({"normalize",
-                "uint8 HWC -> float CHW, (v/255 - mean) / std per channel; the last step (train, evaluate and "
-                "classify run it on the compute device, after the copy)",
-                {{"mean", "list", "0.485,0.456,0.406", "per-channel mean R,G,B on the 0..1 scale"},
-                 {"std", "list", "0.229,0.224,0.225", "per-channel standard deviation R,G,B, > 0"}},
+                "HWC pixels (any type, any channels) -> float CHW, (v/range - mean) / std per channel; the last "
+                "step (train, evaluate and classify run it on the compute device, after the copy)",
+                {{"mean", "list", "0.485,0.456,0.406", "mean per channel (or one for all), after the division by range"},
+                 {"std", "list", "0.229,0.224,0.225", "standard deviation per channel (or one for all), > 0"},
+                 {"range", "double", "0",
+                  "the pixel value that means 1.0; 0: the type's full scale (255, 65535, 32767, 1 for float); "
+                  "1 keeps raw units such as Hounsfield"}},
                 [](const Params& p) -> TransformPtr {
-                  return std::make_shared<Normalize>(rgb_triple(p, "mean", {0.485, 0.456, 0.406}),
-                                                     rgb_triple(p, "std", {0.229, 0.224, 0.225}));
+                  return std::make_shared<Normalize>(per_channel(p, "mean", {0.485, 0.456, 0.406}),
+                                                     per_channel(p, "std", {0.229, 0.224, 0.225}),
+                                                     static_cast<float>(p.get_double("range", 0)));
                 }});
 }
 

@@ -42,17 +42,25 @@ std::optional<Region> CenterCrop::plan(cv::Size source, ItemRng& /*rng*/) const 
   return Region{cv::Rect(x.source, y.source, size_.width, size_.height), size_};
 }
 
+namespace {
+
+/// `field`'s part of the crop, zero-padded where the crop is larger than the image. Always a new,
+/// continuous matrix: the source buffer may be shared.
+cv::Mat crop_field(const cv::Mat& field, const Span& x, const Span& y, cv::Size size) {
+  const cv::Mat kept = field(cv::Rect(x.source, y.source, x.length, y.length));
+  if (x.length == size.width && y.length == size.height) return kept.clone();
+  cv::Mat out(size, field.type(), cv::Scalar::all(0));
+  kept.copyTo(out(cv::Rect(x.target, y.target, x.length, y.length)));
+  return out;
+}
+
+}  // namespace
+
 void CenterCrop::apply_impl(Image& image, ItemRng& /*rng*/) const {
   const Span x = center_span(image.pixels.cols, size_.width);
   const Span y = center_span(image.pixels.rows, size_.height);
-  const cv::Mat kept = image.pixels(cv::Rect(x.source, y.source, x.length, y.length));
-  if (x.length == size_.width && y.length == size_.height) {
-    image.pixels = kept.clone();  // a continuous copy: the source buffer may be shared
-    return;
-  }
-  cv::Mat out(size_, image.pixels.type(), cv::Scalar::all(0));
-  kept.copyTo(out(cv::Rect(x.target, y.target, x.length, y.length)));
-  image.pixels = std::move(out);
+  image.pixels = crop_field(image.pixels, x, y, size_);
+  if (!image.mask.empty()) image.mask = crop_field(image.mask, x, y, size_);  // padding: class 0
 }
 
 }  // namespace stoke::nodes

@@ -9,11 +9,7 @@ namespace stoke::nodes {
 
 namespace {
 
-std::string item_name(const Image& image) {
-  return image.name.empty() ? "item " + std::to_string(image.index) : image.name;
-}
-
-std::string_view to_string(PixelLayout layout) { return layout == PixelLayout::hwc_u8 ? "hwc_u8" : "chw_f32"; }
+std::string_view to_string(PixelLayout layout) { return layout == PixelLayout::hwc ? "hwc_u8" : "chw_f32"; }
 
 // Copies `rows` rows of `row_bytes` each from a matrix that may be a ROI (rows not contiguous).
 void copy_rows(const cv::Mat& from, std::byte* to, std::size_t row_bytes) {
@@ -35,13 +31,13 @@ void check_fits(const Image& image, const BatchShape& shape) {
                                      ? ": remove the normalize transform or use an nchw_f32 batch"
                                      : ": end the transforms with normalize or use an nhwc_u8 batch"));
   }
-  const int type = image.layout == PixelLayout::hwc_u8 ? CV_8UC3 : CV_32FC1;
+  const int type = image.layout == PixelLayout::hwc ? CV_8UC3 : CV_32FC1;
   if (image.pixels.type() != type || (image.layout == PixelLayout::chw_f32 && image.pixels.rows % 3 != 0)) {
     throw std::invalid_argument("collate: " + item_name(image) + " has pixels of OpenCV type " +
                                 std::to_string(image.pixels.type()) + " (" + std::to_string(image.pixels.cols) + "x" +
                                 std::to_string(image.pixels.rows) + ") that do not match its layout " +
                                 std::string(to_string(image.layout)) +
-                                (image.layout == PixelLayout::hwc_u8 ? " (CV_8UC3)" : " (CV_32FC1, 3 planes)"));
+                                (image.layout == PixelLayout::hwc ? " (CV_8UC3)" : " (CV_32FC1, 3 planes)"));
   }
   if (image.width() != shape.width || image.height() != shape.height) {
     throw std::invalid_argument("collate: " + item_name(image) + " is " + std::to_string(image.width()) + "x" +
@@ -54,7 +50,7 @@ void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) 
   const BatchShape& shape = batch.shape();
   std::byte* to = batch.item(i).data();
   // hwc_u8: H rows of W*3 bytes; chw_f32: 3H rows (three planes) of W floats.
-  const std::size_t row_bytes = image.layout == PixelLayout::hwc_u8
+  const std::size_t row_bytes = image.layout == PixelLayout::hwc
                                     ? static_cast<std::size_t>(shape.width) * 3
                                     : static_cast<std::size_t>(shape.width) * sizeof(float);
   copy_rows(image.pixels, to, row_bytes);

@@ -148,6 +148,14 @@ std::string ColorJitter::describe() const {
          " saturation=" + format_range(ranges_.saturation) + " hue=" + format_range(ranges_.hue);
 }
 
+std::string ColorJitter::refuses(const Image& image) const {
+  if (std::string why = Transform::refuses(image); !why.empty()) return why;
+  if (image.pixels.type() != CV_8UC3)
+    return "takes 8-bit RGB images, got " + describe_pixels(image.pixels) +
+           " (colour jitter is for photos; leave it out for other data)";
+  return {};
+}
+
 void ColorJitter::apply_impl(Image& image, ItemRng& rng) const {
   enum Step : int { brightness, contrast, saturation, hue };
   const std::array<const std::optional<Range>*, 4> ranges{&ranges_.brightness, &ranges_.contrast, &ranges_.saturation,

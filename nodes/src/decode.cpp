@@ -476,7 +476,7 @@ ImageInfo Decoder::probe(const Sample& sample) const {
 
 Image Decoder::decode(const Sample& sample) const {
   return Image{.pixels = pixels(sample, nullptr),
-               .layout = PixelLayout::hwc_u8,
+               .layout = PixelLayout::hwc,
                .label = sample.label,
                .index = sample.index,
                .epoch = sample.epoch,
@@ -485,7 +485,7 @@ Image Decoder::decode(const Sample& sample) const {
 
 Image Decoder::decode(const Sample& sample, const Region& region) const {
   return Image{.pixels = pixels(sample, &region),
-               .layout = PixelLayout::hwc_u8,
+               .layout = PixelLayout::hwc,
                .label = sample.label,
                .index = sample.index,
                .epoch = sample.epoch,

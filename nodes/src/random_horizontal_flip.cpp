@@ -27,6 +27,11 @@ void RandomHorizontalFlip::apply_impl(Image& image, ItemRng& rng) const {
   cv::Mat flipped;
   cv::flip(image.pixels, flipped, 1);
   image.pixels = std::move(flipped);
+  if (!image.mask.empty()) {
+    cv::Mat mask;
+    cv::flip(image.mask, mask, 1);
+    image.mask = std::move(mask);
+  }
 }
 
 }  // namespace stoke::nodes

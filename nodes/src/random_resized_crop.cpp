@@ -84,7 +84,7 @@ std::optional<Region> RandomResizedCrop::plan(cv::Size source, ItemRng& rng) con
 
 void RandomResizedCrop::apply_impl(Image& image, ItemRng& rng) const {
   const Region region = *plan(image.pixels.size(), rng);
-  image.pixels = resize_pixels(image.pixels(region.crop), region.out, interpolation_);
+  crop_resize_fields(image, region.crop, region.out, interpolation_);
 }
 
 }  // namespace stoke::nodes

@@ -50,6 +50,23 @@ cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolat
   return dst;
 }
 
+cv::Mat resize_mask(const cv::Mat& mask, cv::Size out) {
+  if (mask.empty()) throw std::invalid_argument("resize_mask: empty mask");
+  if (out.width <= 0 || out.height <= 0) {
+    throw std::invalid_argument("resize_mask: output size must be positive, got " + std::to_string(out.width) + "x" +
+                                std::to_string(out.height));
+  }
+  if (mask.size() == out) return mask.clone();
+  cv::Mat dst;
+  cv::resize(mask, dst, out, 0, 0, cv::INTER_NEAREST_EXACT);
+  return dst;
+}
+
+void crop_resize_fields(Image& image, cv::Rect crop, cv::Size out, Interpolation interpolation) {
+  image.pixels = resize_pixels(image.pixels(crop), out, interpolation);
+  if (!image.mask.empty()) image.mask = resize_mask(image.mask(crop), out);
+}
+
 Resize::Resize(int shorter_side, Interpolation interpolation)
     : shorter_side_(shorter_side), interpolation_(interpolation) {
   if (shorter_side <= 0) {
@@ -91,7 +108,8 @@ std::optional<Region> Resize::plan(cv::Size source, ItemRng& /*rng*/) const {
 }
 
 void Resize::apply_impl(Image& image, ItemRng& /*rng*/) const {
-  image.pixels = resize_pixels(image.pixels, output_size(image.pixels.size()), interpolation_);
+  const cv::Size size = image.pixels.size();
+  crop_resize_fields(image, cv::Rect(0, 0, size.width, size.height), output_size(size), interpolation_);
 }
 
 }  // namespace stoke::nodes

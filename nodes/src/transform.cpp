@@ -6,19 +6,22 @@ namespace stoke::nodes {
 
 namespace {
 const char* layout_name(PixelLayout layout) {
-  return layout == PixelLayout::hwc_u8 ? "uint8 HWC" : "float CHW (normalized)";
+  return layout == PixelLayout::hwc ? "HWC" : "float CHW (normalized)";
 }
 }  // namespace
 
+std::string Transform::refuses(const Image& image) const {
+  if (accepts(image.layout)) return {};
+  if (image.layout == PixelLayout::chw_f32 && name() == "normalize")
+    return "the image is already normalized (float CHW); list normalize once, last";
+  return std::string("cannot take a ") + layout_name(image.layout) + " image; put it before normalize";
+}
+
 void Transform::operator()(Image& image, ItemRng& rng) const {
-  if (!accepts(image.layout)) {
-    if (image.layout == PixelLayout::chw_f32 && name() == "normalize") {
-      throw std::invalid_argument("normalize: the image is already normalized (float CHW); list normalize once, last");
-    }
-    throw std::invalid_argument(std::string(name()) + ": cannot take a " + layout_name(image.layout) +
-                                " image; put it before normalize");
-  }
-  if (image.pixels.empty()) throw std::invalid_argument(std::string(name()) + ": empty image");
+  const std::string what(name());
+  if (image.pixels.empty()) throw std::invalid_argument(what + ": " + item_name(image) + ": empty image");
+  check_fields(image, what);
+  if (const std::string why = refuses(image); !why.empty()) throw std::invalid_argument(what + ": " + why);
   apply_impl(image, rng);
 }
 

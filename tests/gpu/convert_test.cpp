@@ -95,7 +95,7 @@ TEST(Convert, F32NchwEqualsNormalizeBitForBit) {
         std::pair{std::array<float, 3>{-0.3f, 0.0f, 1.7f}, std::array<float, 3>{0.01f, 3.0f, 0.333f}}}) {
     const ConvertOptions options{.mean = {mean.begin(), mean.end()}, .stddev = {stddev.begin(), stddev.end()}};
     const std::vector<float> out = convert_on_host<float>(in, n, height, width, 3, options);
-    const nodes::Normalize normalize(mean, stddev);
+    const nodes::Normalize normalize({mean.begin(), mean.end()}, {stddev.begin(), stddev.end()});
     for (std::size_t item = 0; item < n; ++item) {
       // nodes::Normalize on the same pixels as an image: float CHW, (3 * height) x width.
       cv::Mat pixels(height, width, CV_8UC3, const_cast<std::uint8_t*>(in.data() + item * height * width * 3));
@@ -244,6 +244,43 @@ TEST(Convert, SixteenBitAndFloatInputFollowTheFormula) {
   const std::vector<float> f32 = {-1.5f, 0.0f, 0.25f, 1.0f, 7.0f, 0.5f};
   const std::vector<float> from_f32 = convert_typed(f32, DType::f32, 3, 1, 2, options);
   for (std::size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(from_f32[i], (f32[i] - 0.5f) / 0.25f) << i;
+}
+
+// nodes::Normalize on the host and convert (on the host here, on a GPU in convert_gpu_test) are
+// one step in two places: for every input type and channel count they agree bit for bit, so the
+// step can move from the CPU's augmentations to the device without changing a value.
+template <class In>
+void expect_normalize_equals_convert(const cv::Mat& pixels, DType dtype, const std::vector<float>& mean,
+                                     const std::vector<float>& stddev, float range) {
+  const int channels = pixels.channels();
+  std::vector<In> in(pixels.total() * static_cast<std::size_t>(channels));
+  std::memcpy(in.data(), pixels.data, in.size() * sizeof(In));
+  const std::vector<float> out =
+      convert_typed(in, dtype, pixels.rows, pixels.cols, channels, {.mean = mean, .stddev = stddev, .range = range});
+  nodes::Image image{.pixels = pixels.clone()};
+  nodes::ItemRng rng(0, 0, 0);
+  nodes::Normalize(mean, stddev, range)(image, rng);
+  ASSERT_EQ(image.pixels.total(), out.size());
+  EXPECT_EQ(std::memcmp(image.pixels.ptr<float>(), out.data(), out.size() * sizeof(float)), 0)
+      << to_string(dtype) << " " << channels << " channels";
+}
+
+TEST(Convert, EveryInputTypeEqualsNormalizeBitForBit) {
+  cv::RNG rng(3);
+  cv::Mat u16(13, 11, CV_16UC(5));
+  rng.fill(u16, cv::RNG::UNIFORM, 0, 65536);
+  expect_normalize_equals_convert<std::uint16_t>(u16, DType::u16, {0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, {0.25f}, 0);
+  expect_normalize_equals_convert<std::uint16_t>(u16, DType::u16, {0.5f}, {0.2f}, 4095);
+  cv::Mat hu(13, 11, CV_16SC1);
+  rng.fill(hu, cv::RNG::UNIFORM, -1024, 3072);
+  expect_normalize_equals_convert<std::int16_t>(hu, DType::i16, {40.0f}, {400.0f}, 1);  // Hounsfield units
+  cv::Mat f32(13, 11, CV_32FC3);
+  rng.fill(f32, cv::RNG::UNIFORM, -3, 3);
+  expect_normalize_equals_convert<float>(f32, DType::f32, {0.1f, -0.2f, 0.3f}, {1.5f, 2.0f, 0.5f}, 0);
+  cv::Mat grey(13, 11, CV_8UC1);
+  rng.fill(grey, cv::RNG::UNIFORM, 0, 256);
+  expect_normalize_equals_convert<std::uint8_t>(grey, DType::u8, {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f},
+                                                0);
 }
 
 // The uint8 table and the expression the other inputs compute agree bit for bit: the table is a

@@ -121,7 +121,12 @@ TEST(BuiltinTransforms, EveryBuiltinIsRegisteredWithDocsAndChecksItsParameters) 
             "resize size=64x48 interpolation=nearest");
   EXPECT_EQ(registry.make("normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25")->describe(),
             "normalize mean=0.5,0.5,0.5 std=0.25,0.25,0.25");
-  EXPECT_THROW(registry.make("normalize mean=0.5,0.5"), std::invalid_argument);
+  // Two means suit a two-channel image: the registry takes them, an RGB image refuses them.
+  const auto two = registry.make("normalize mean=0.5,0.5 std=0.25");
+  Image rgb{.pixels = cv::Mat(2, 2, CV_8UC3, cv::Scalar(1, 2, 3)), .name = "rgb.png"};
+  ItemRng rng(0, 0, 0);
+  EXPECT_THROW((*two)(rgb, rng), std::invalid_argument);
+  EXPECT_THROW(registry.make("normalize mean=0.5 std=0"), std::invalid_argument);
   EXPECT_THROW(registry.make("random_resized_crop size=32 scale=0.5:2"), std::invalid_argument);
   EXPECT_THROW(registry.make("resize size=32 interpolation=cubic"), std::invalid_argument);
 }

@@ -47,7 +47,7 @@ Image make_u8(std::uint64_t index, std::uint32_t epoch = 0, int width = W, int h
     for (int c = 0; c < width; ++c)
       for (int ch = 0; ch < 3; ++ch) pixels.ptr<std::uint8_t>(r)[c * 3 + ch] = pixel_u8(index, r, c, ch);
   return Image{.pixels = pixels,
-               .layout = PixelLayout::hwc_u8,
+               .layout = PixelLayout::hwc,
                .label = label_of(index),
                .index = index,
                .epoch = epoch,

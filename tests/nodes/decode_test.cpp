@@ -85,7 +85,7 @@ TEST(Decode, RgbJpegRoundTripsWithIdentity) {
   const Image image = Decoder().decode(sample);
   ASSERT_EQ(image.pixels.type(), CV_8UC3);
   ASSERT_EQ(image.pixels.size(), source.size());
-  EXPECT_EQ(image.layout, PixelLayout::hwc_u8);
+  EXPECT_EQ(image.layout, PixelLayout::hwc);
   EXPECT_LT(max_channel_mad(image.pixels, source), 3.0);
   EXPECT_EQ(image.label, 7);
   EXPECT_EQ(image.index, 42u);

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <stoke/nodes/normalize.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace stoke::nodes {
 namespace {
@@ -84,7 +86,8 @@ TEST(Normalize, EveryByteValueOfEveryChannelIsExact) {
                                          static_cast<std::uint8_t>(v ^ 0x5a));
   }
   const std::array<float, 3> mean{0.5f, 0.25f, 0.0f}, stddev{0.5f, 2.0f, 1.0f};
-  expect_bitwise_equal(apply(Normalize(mean, stddev), ramp).pixels, reference(ramp, mean, stddev));
+  expect_bitwise_equal(apply(Normalize({mean.begin(), mean.end()}, {stddev.begin(), stddev.end()}), ramp).pixels,
+                       reference(ramp, mean, stddev));
 }
 
 TEST(Normalize, OutputIsFloatChwOfTheSameImageSize) {
@@ -122,19 +125,90 @@ TEST(Normalize, RefusesAnAlreadyNormalizedImageWithAClearMessage) {
 }
 
 TEST(Normalize, RejectsBadMeanAndStdNamingThem) {
-  const auto message = [](std::array<float, 3> mean, std::array<float, 3> stddev) {
+  const auto message = [](std::vector<float> mean, std::vector<float> stddev) {
     try {
-      Normalize n(mean, stddev);
+      Normalize n(std::move(mean), std::move(stddev));
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
     return std::string("no exception");
   };
   EXPECT_EQ(message({0.5f, 0.5f, 0.5f}, {0.2f, 0.0f, 0.2f}),
-            "normalize: std must be finite and > 0, got 0.2,0,0.2 (channel G)");
+            "normalize: std must be finite and > 0, got 0.2,0,0.2 (channel 1)");
   EXPECT_NE(message({0.5f, 0.5f, 0.5f}, {0.2f, 0.2f, -1.0f}).find("normalize: std"), std::string::npos);
   EXPECT_NE(message({0.5f, NAN, 0.5f}, {0.2f, 0.2f, 0.2f}).find("normalize: mean"), std::string::npos);
+  EXPECT_NE(message({}, {0.2f}).find("normalize: mean needs"), std::string::npos);
+  EXPECT_THROW(Normalize({0.5f}, {0.2f}, -1.0f), std::invalid_argument);
   EXPECT_EQ(Normalize().describe(), "normalize mean=0.485,0.456,0.406 std=0.229,0.224,0.225");
+  EXPECT_EQ(Normalize({0.5f}, {0.25f}, 4095).describe(), "normalize mean=0.5 std=0.25 range=4095");
+}
+
+/// The formula for any pixel type and channel count, with one value per channel or one for all.
+template <class T>
+cv::Mat reference_any(const cv::Mat& in, float range, const std::vector<float>& mean, const std::vector<float>& stddev) {
+  const int channels = in.channels();
+  cv::Mat out(channels * in.rows, in.cols, CV_32FC1);
+  for (int c = 0; c < channels; ++c) {
+    const float m = mean.size() == 1 ? mean[0] : mean[static_cast<std::size_t>(c)];
+    const float s = stddev.size() == 1 ? stddev[0] : stddev[static_cast<std::size_t>(c)];
+    for (int y = 0; y < in.rows; ++y)
+      for (int x = 0; x < in.cols; ++x)
+        out.at<float>(c * in.rows + y, x) = (static_cast<float>(in.ptr<T>(y)[x * channels + c]) / range - m) / s;
+  }
+  return out;
+}
+
+cv::Mat random_mat(cv::Size size, int type, double low, double high, std::uint64_t seed) {
+  cv::Mat m(size, type);
+  cv::RNG rng(seed);
+  rng.fill(m, cv::RNG::UNIFORM, low, high);
+  return m;
+}
+
+TEST(Normalize, AnyChannelCountWithOneValueEachOrOneForAll) {
+  const cv::Mat grey = random_image({19, 11}, 5).reshape(1, 11).colRange(0, 19).clone();  // 1 channel
+  ASSERT_EQ(grey.channels(), 1);
+  const Image one = apply(Normalize(), grey);  // the RGB defaults serve grayscale: R's values
+  EXPECT_EQ(one.planes, 1);
+  EXPECT_EQ(one.channels(), 1);
+  EXPECT_EQ(one.height(), 11);
+  expect_bitwise_equal(one.pixels, reference_any<std::uint8_t>(grey, 255.0f, {0.485f}, {0.229f}));
+
+  const cv::Mat five = random_mat({13, 7}, CV_8UC(5), 0, 256, 6);
+  const std::vector<float> mean{0.1f, 0.2f, 0.3f, 0.4f, 0.5f}, stddev{0.5f};
+  const Image out = apply(Normalize(mean, stddev), five);
+  EXPECT_EQ(out.planes, 5);
+  EXPECT_EQ(out.pixels.rows, 5 * 7);
+  expect_bitwise_equal(out.pixels, reference_any<std::uint8_t>(five, 255.0f, mean, stddev));
+}
+
+TEST(Normalize, SixteenBitSignedAndFloatPixelsByTheirRange) {
+  const cv::Mat u16 = random_mat({17, 9}, CV_16UC1, 0, 65536, 7);
+  expect_bitwise_equal(apply(Normalize({0.5f}, {0.25f}), u16).pixels,
+                       reference_any<std::uint16_t>(u16, 65535.0f, {0.5f}, {0.25f}));
+  expect_bitwise_equal(apply(Normalize({0.5f}, {0.25f}, 4095), u16).pixels,
+                       reference_any<std::uint16_t>(u16, 4095.0f, {0.5f}, {0.25f}));
+  // CT in Hounsfield units: range 1 keeps the units, mean and std in HU.
+  const cv::Mat hu = random_mat({17, 9}, CV_16SC1, -1024, 3072, 8);
+  expect_bitwise_equal(apply(Normalize({40.0f}, {400.0f}, 1), hu).pixels,
+                       reference_any<std::int16_t>(hu, 1.0f, {40.0f}, {400.0f}));
+  expect_bitwise_equal(apply(Normalize({0.0f}, {1.0f}), hu).pixels,
+                       reference_any<std::int16_t>(hu, 32767.0f, {0.0f}, {1.0f}));
+  const cv::Mat f32 = random_mat({17, 9}, CV_32FC3, -2, 2, 9);
+  const std::vector<float> mean{0.1f, -0.2f, 0.3f}, stddev{1.5f, 2.0f, 0.5f};
+  expect_bitwise_equal(apply(Normalize(mean, stddev), f32).pixels, reference_any<float>(f32, 1.0f, mean, stddev));
+}
+
+TEST(Normalize, RefusesTooFewValuesForTheChannelsNamingTheImage) {
+  Image image{.pixels = random_mat({4, 4}, CV_8UC(4), 0, 256, 10), .name = "scan.png"};
+  ItemRng rng(0, 0, 0);
+  try {
+    Normalize()(image, rng);  // 3 values for 4 channels
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("mean has 3 values for a 4-channel image (scan.png)"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

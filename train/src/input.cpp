@@ -106,6 +106,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
                                                                                          : transforms.back().get())) {
       convert->mean.assign(normalize->mean().begin(), normalize->mean().end());
       convert->stddev.assign(normalize->stddev().begin(), normalize->stddev().end());
+      convert->range = normalize->range();
       transforms.pop_back();
     }
   }

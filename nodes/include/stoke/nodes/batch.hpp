@@ -26,7 +26,7 @@ std::string_view to_string(BatchLayout layout) noexcept;
 
 /// The Image layout whose pixels a batch of `layout` stores without conversion.
 constexpr PixelLayout pixel_layout(BatchLayout layout) noexcept {
-  return layout == BatchLayout::nhwc_u8 ? PixelLayout::hwc_u8 : PixelLayout::chw_f32;
+  return layout == BatchLayout::nhwc_u8 ? PixelLayout::hwc : PixelLayout::chw_f32;
 }
 
 /// The fixed shape of every batch of a pool. Sizes are in items and pixels.

@@ -33,7 +33,8 @@ cv::Mat adjust_hue(const cv::Mat& rgb, double shift);
 /// torchvision's ColorJitter. Per item: a random order of the enabled adjustments (a
 /// Fisher-Yates shuffle with ItemRng), then one factor per enabled adjustment drawn uniformly from
 /// its range, in the fixed order brightness, contrast, saturation, hue; then the adjustments in
-/// the shuffled order. Immutable and thread-safe; takes uint8 HWC images.
+/// the shuffled order. Immutable and thread-safe; takes 8-bit RGB images (3 channels, before
+/// normalize) and changes their pixels only (a mask stays as it is).
 class ColorJitter final : public Transform {
  public:
   /// A closed interval [min, max].
@@ -62,6 +63,8 @@ class ColorJitter final : public Transform {
 
   /// The enabled ranges (disabled ones are nullopt).
   const Ranges& ranges() const noexcept { return ranges_; }
+
+  std::string refuses(const Image& image) const override;
 
  protected:
   void apply_impl(Image& image, ItemRng& rng) const override;

@@ -1,45 +1,65 @@
-// Normalize: uint8 HWC -> normalized float CHW in one pass, the last CPU augmentation step.
+// Normalize: HWC pixels of any type and channel count -> normalized float CHW in one pass, the
+// last CPU augmentation step.
 #pragma once
 
 #include <array>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "stoke/nodes/transform.hpp"
 
 namespace stoke::nodes {
 
-/// Converts a uint8 HWC RGB image to float CHW and normalizes it, in one pass:
-///   out[c][y][x] = (in[y][x][c] / 255 - mean[c]) / stddev[c]     (computed in float)
-/// The result is Image::pixels as CV_32FC1 of (3*H) x W (planes R, G, B) with layout chw_f32,
-/// bit-identical to torchvision's ToTensor() + Normalize(mean, std) in float32. `mean` and
-/// `stddev` are on the 0..1 scale. As the input has only 256 values per channel, the step is a
-/// per-channel 256-entry table lookup: exact, and as fast as a vectorized version of the
-/// formula with its two divisions (a scale-and-offset form would be ~2x faster, but not exact).
-/// Writes a new matrix; the input buffer is never written.
-/// Immutable and thread-safe; takes uint8 HWC images only.
+/// Converts an HWC image to float CHW and normalizes it, in one pass:
+///   out[c][y][x] = (float(in[y][x][c]) / range - mean[c]) / stddev[c]     (computed in float)
+/// The result is Image::pixels as CV_32FC1 of (C*H) x W (one plane per channel) with layout
+/// chw_f32 and Image::planes = C. The mask and targets are left as they are.
+///
+/// - `range` is the input value that means 1.0; 0 (the default) takes the pixel type's full scale:
+///   255 (uint8), 65535 (uint16), 32767 (int16) or 1 (float32). A 12-bit scan stored in uint16
+///   wants 4095; CT in Hounsfield units (int16) usually wants range 1 and mean/std in HU.
+/// - `mean` and `stddev` hold one value per channel, or a single value for every channel; a
+///   longer list is used from its start (the RGB defaults serve a grayscale image). A list of
+///   2..C-1 values for a C-channel image is refused, naming the image.
+///
+/// For uint8 input the values are looked up in a 256-entry table per channel computed by the same
+/// expression: exact, and bit-identical to torchvision's ToTensor() + Normalize(mean, std) in
+/// float32 for RGB; the same expression (IEEE division) is what gpu::convert computes, on the host
+/// and on a GPU, so the step can move to the device without changing a bit. Writes a new matrix;
+/// the input buffer is never written. Immutable and thread-safe; takes HWC images.
 class Normalize final : public Transform {
  public:
   static constexpr std::array<float, 3> imagenet_mean{0.485f, 0.456f, 0.406f};
   static constexpr std::array<float, 3> imagenet_std{0.229f, 0.224f, 0.225f};
 
-  /// Per channel (R, G, B): `mean` finite, `stddev` finite and > 0; throws std::invalid_argument
-  /// naming the parameter and channel otherwise.
-  explicit Normalize(std::array<float, 3> mean = imagenet_mean, std::array<float, 3> stddev = imagenet_std);
+  /// Each mean finite, each stddev finite and > 0, both lists non-empty, range finite and >= 0;
+  /// throws std::invalid_argument naming the parameter and channel otherwise.
+  explicit Normalize(std::vector<float> mean = {imagenet_mean.begin(), imagenet_mean.end()},
+                     std::vector<float> stddev = {imagenet_std.begin(), imagenet_std.end()}, float range = 0);
 
   std::string_view name() const noexcept override { return "normalize"; }
   std::string describe() const override;
+  std::string refuses(const Image& image) const override;
 
-  const std::array<float, 3>& mean() const noexcept { return mean_; }
-  const std::array<float, 3>& stddev() const noexcept { return stddev_; }
+  const std::vector<float>& mean() const noexcept { return mean_; }
+  const std::vector<float>& stddev() const noexcept { return stddev_; }
+  /// As given (0: the pixel type's full scale).
+  float range() const noexcept { return range_; }
+
+  /// The range used for pixels of OpenCV depth `cv_depth`: range(), or that type's full scale.
+  float range_for(int cv_depth) const noexcept;
 
  protected:
   void apply_impl(Image& image, ItemRng& rng) const override;
 
  private:
-  std::array<float, 3> mean_;
-  std::array<float, 3> stddev_;
-  std::array<std::array<float, 256>, 3> table_;  // table_[c][v] = (v / 255 - mean[c]) / stddev[c]
+  std::vector<float> mean_;
+  std::vector<float> stddev_;
+  float range_;
+  // uint8 tables, one per listed channel (or per channel of the longer list):
+  // tables_[c][v] = (float(v) / range_for(CV_8U) - mean[c]) / stddev[c].
+  std::vector<std::array<float, 256>> tables_;
 };
 
 }  // namespace stoke::nodes

@@ -20,7 +20,7 @@ class RandomHorizontalFlip final : public Transform {
   std::string_view name() const noexcept override { return "random_horizontal_flip"; }
   std::string describe() const override;
   bool accepts(PixelLayout layout) const noexcept override {
-    return layout == PixelLayout::hwc_u8 || layout == PixelLayout::chw_f32;
+    return layout == PixelLayout::hwc || layout == PixelLayout::chw_f32;
   }
 
   double p() const noexcept { return p_; }

@@ -40,11 +40,22 @@ Interpolation parse_interpolation(std::string_view text, std::string_view what);
 /// empty.
 cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolation);
 
+/// Returns `mask` (one channel of class ids) resampled to `out` by nearest neighbour with pixel
+/// centres aligned (cv::INTER_NEAREST_EXACT: output pixel x takes source pixel
+/// floor((x + 0.5) * source / out)), as a new continuous matrix, so that it stays on the image a
+/// bilinear resize of the same size produces. Throws like resize_pixels.
+cv::Mat resize_mask(const cv::Mat& mask, cv::Size out);
+
+/// The geometry of crop-and-resize steps, applied to every spatial field of `image`: `crop` (in
+/// the pixels' coordinates, inside them) cut out and resized to `out`, the pixels with
+/// resize_pixels(interpolation), the mask (if any) with resize_mask. Precondition: hwc layout.
+void crop_resize_fields(Image& image, cv::Rect crop, cv::Size out, Interpolation interpolation);
+
 /// torchvision's Resize. With a shorter-side size N, an H x W image becomes N x int(N * W / H)
 /// (or the transpose), e.g. 500x375 -> Resize(256) -> 341x256 (width x height); with an exact
 /// size it becomes exactly that. Fusable into decoding: plan() returns the whole image as the
-/// region, so the decoder can use a DCT-scaled decode. Draws no random numbers. Immutable and
-/// thread-safe; takes uint8 HWC images.
+/// region, so the decoder can use a DCT-scaled decode. Draws no random numbers. Resizes the mask
+/// too (resize_mask). Immutable and thread-safe; takes HWC images of any pixel type.
 class Resize final : public Transform {
  public:
   /// Shorter side becomes `shorter_side` (> 0) pixels, the longer one keeps the aspect ratio.

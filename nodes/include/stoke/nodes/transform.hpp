@@ -25,6 +25,10 @@ struct Region {
 /// A step of augmentation. Implementations are immutable after construction and thread-safe:
 /// all per-item randomness comes from the ItemRng passed in, which is derived from
 /// (seed, epoch, index), so results do not depend on the thread that runs them.
+///
+/// A step sees the whole Image: a geometric one (crop, resize, flip) applies one geometry to the
+/// pixels and to the mask (nearest-neighbour for the mask: resize.hpp's *_fields helpers); a
+/// photometric one changes the pixels only; a user's step may read or write the targets too.
 class Transform {
  public:
   virtual ~Transform() = default;
@@ -34,8 +38,9 @@ class Transform {
   /// A one-line description with the parameter values, e.g. "random_resized_crop size=224 ...".
   virtual std::string describe() const { return std::string(name()); }
 
-  /// Applies the step in place. Throws std::invalid_argument naming the transform when the image
-  /// has a layout it cannot take (e.g. a crop after normalize).
+  /// Applies the step in place. Throws std::invalid_argument naming the transform and the item
+  /// when the image's fields do not fit together (check_fields) or the step cannot take it
+  /// (refuses(): e.g. a crop after normalize, colour jitter on a 1-channel image).
   void operator()(Image& image, ItemRng& rng) const;
 
   /// For transforms that begin with "crop a region, resize it": the region for a source of size
@@ -44,8 +49,12 @@ class Transform {
   /// nullopt (the default) when the transform cannot be fused into decoding.
   virtual std::optional<Region> plan(cv::Size source, ItemRng& rng) const;
 
-  /// The pixel layouts this step accepts (default: hwc_u8 only).
-  virtual bool accepts(PixelLayout layout) const noexcept { return layout == PixelLayout::hwc_u8; }
+  /// The pixel layouts this step accepts (default: hwc only, i.e. before normalize).
+  virtual bool accepts(PixelLayout layout) const noexcept { return layout == PixelLayout::hwc; }
+  /// Why this step cannot take `image`, or an empty string when it can. The default refuses a
+  /// layout accepts() says no to, and takes any pixel type and channel count; steps with narrower
+  /// needs (colour jitter: 8-bit RGB) say so here.
+  virtual std::string refuses(const Image& image) const;
 
  protected:
   virtual void apply_impl(Image& image, ItemRng& rng) const = 0;
