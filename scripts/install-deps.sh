@@ -23,6 +23,7 @@ packages=(
   libjpeg62-turbo-dev
   libopenblas-dev
   nlohmann-json3-dev
+  libdcmtk-dev
 )
 
 for option in "$@"; do
