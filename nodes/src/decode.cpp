@@ -116,6 +116,7 @@ std::optional<Dimensions> header_size(std::span<const std::byte> b, ImageFormat 
     case ImageFormat::pnm:
       if (b.size() >= 2 && byte_at(b, 1) != '7') return pnm_size(b);
       return std::nullopt;
+    case ImageFormat::dicom:  // Rows and Columns sit somewhere in the data set: other_formats decodes
     case ImageFormat::jpeg:
     case ImageFormat::unknown:
       return std::nullopt;
@@ -360,11 +361,31 @@ std::string hex_prefix(std::span<const std::byte> bytes) {
   return text;
 }
 
+// What DecodeColor::rgb makes of another decoder's pixels that are not CV_8UC3 (a decoder that
+// keeps what files hold serves both colours): grey expanded, alpha dropped, 16 bits scaled to 8
+// (as OpenCV's IMREAD_COLOR does: the high byte). Signed and float values have no 8-bit RGB.
+cv::Mat to_rgb8(const cv::Mat& pixels, const std::string& format_text, const std::string& name) {
+  const int channels = pixels.channels();
+  if ((pixels.depth() != CV_8U && pixels.depth() != CV_16U) || (channels != 1 && channels != 3 && channels != 4)) {
+    throw DecodeError(name, format_text + ": the other_formats decoder returned " + describe_pixels(pixels) +
+                                ", which has no 8-bit RGB; DecodeOptions::color = DecodeColor::keep takes images as "
+                                "they are");
+  }
+  cv::Mat eight = pixels;
+  if (pixels.depth() == CV_16U) pixels.convertTo(eight, CV_8U, 1.0 / 256);
+  if (channels == 3) return eight;
+  cv::Mat rgb;
+  cv::cvtColor(eight, rgb, channels == 1 ? cv::COLOR_GRAY2RGB : cv::COLOR_RGBA2RGB);
+  return rgb;
+}
+
 }  // namespace
 
 // ---- public functions --------------------------------------------------------------------------
 
 ImageFormat detect_format(std::span<const std::byte> b) noexcept {
+  // First: a DICOM preamble is free-form, and some hold a TIFF header (pydicom's CT_small.dcm).
+  if (b.size() >= 132 && starts_with(b.subspan(128), "DICM")) return ImageFormat::dicom;
   if (b.size() >= 3 && byte_at(b, 0) == 0xFF && byte_at(b, 1) == 0xD8 && byte_at(b, 2) == 0xFF) {
     return ImageFormat::jpeg;
   }
@@ -398,6 +419,8 @@ std::string_view format_name(ImageFormat format) noexcept {
       return "TIFF";
     case ImageFormat::pnm:
       return "PNM";
+    case ImageFormat::dicom:
+      return "DICOM";
     case ImageFormat::unknown:
       return "unknown";
   }
@@ -470,32 +493,68 @@ ImageInfo Decoder::probe(const Sample& sample) const {
                      .height = static_cast<int>(declared->height),
                      .components = 3};
   }
-  const cv::Mat decoded = pixels(sample, nullptr);  // throws the appropriate DecodeError
+  const cv::Mat decoded = pixels(sample, nullptr, options_.color, nullptr);  // throws the appropriate DecodeError
   return ImageInfo{.format = format, .width = decoded.cols, .height = decoded.rows, .components = 3};
 }
 
-Image Decoder::decode(const Sample& sample) const {
-  return Image{.pixels = pixels(sample, nullptr),
-               .layout = PixelLayout::hwc,
-               .label = sample.label,
-               .index = sample.index,
-               .epoch = sample.epoch,
-               .name = sample.name};
+Image Decoder::decode(const Sample& sample) const { return decode_image(sample, nullptr); }
+
+Image Decoder::decode(const Sample& sample, const Region& region) const { return decode_image(sample, &region); }
+
+Image Decoder::decode_image(const Sample& sample, const Region* region) const {
+  cv::Size full;
+  Image image{.pixels = pixels(sample, region, options_.color, &full),
+              .layout = PixelLayout::hwc,
+              .targets = sample.targets,
+              .label = sample.label,
+              .index = sample.index,
+              .epoch = sample.epoch,
+              .name = sample.name};
+  if (!sample.mask.empty()) {
+    cv::Mat mask = decode_mask(sample);
+    if (mask.size() != full) {
+      throw DecodeError(mask_name_of(sample), "the mask is " + std::to_string(mask.cols) + "x" +
+                                                  std::to_string(mask.rows) + " but its image " + sample.name +
+                                                  " is " + std::to_string(full.width) + "x" +
+                                                  std::to_string(full.height) + "; a mask must match its image");
+    }
+    image.mask = region == nullptr ? std::move(mask) : resize_mask(mask(region->crop), region->out);
+  }
+  return image;
 }
 
-Image Decoder::decode(const Sample& sample, const Region& region) const {
-  return Image{.pixels = pixels(sample, &region),
-               .layout = PixelLayout::hwc,
-               .label = sample.label,
-               .index = sample.index,
-               .epoch = sample.epoch,
-               .name = sample.name};
+cv::Mat Decoder::decode_mask(const Sample& sample) const {
+  const std::string name = mask_name_of(sample);
+  if (sample.mask.empty()) throw DecodeError(name, "the sample has no mask");
+  Sample file;
+  file.bytes = sample.mask;
+  file.name = name;
+  cv::Mat mask = pixels(file, nullptr, DecodeColor::keep, nullptr);
+  // A grey mask read through a decoder that makes colour of it: its channels are all equal.
+  if (mask.channels() == 3 || mask.channels() == 4) {
+    std::vector<cv::Mat> planes;
+    cv::split(mask, planes);
+    if (cv::countNonZero(planes[0] != planes[1]) == 0 && cv::countNonZero(planes[0] != planes[2]) == 0) {
+      mask = planes[0];
+    }
+  }
+  if (mask.channels() != 1 || !is_mask_depth(mask.depth())) {
+    throw DecodeError(name, "a mask is one channel of class ids (uint8, uint16 or int32), but this file decodes to " +
+                                describe_pixels(mask) +
+                                " (a palette PNG comes out as colours: store the class ids as a grey PNG)");
+  }
+  return mask;
 }
 
-cv::Mat Decoder::pixels(const Sample& sample, const Region* region) const {
+std::string Decoder::mask_name_of(const Sample& sample) {
+  return sample.mask_name.empty() ? sample.name + " (its mask)" : sample.mask_name;
+}
+
+cv::Mat Decoder::pixels(const Sample& sample, const Region* region, DecodeColor color, cv::Size* full_size) const {
   const std::string& name = sample.name;
   // Crop and resize of an already decoded, upright image: the unfused path.
   const auto finish = [&](const cv::Mat& full) {
+    if (full_size != nullptr) *full_size = full.size();
     if (region == nullptr) return full;
     check_region(*region, full.size(), name);
     return resize_pixels(full(region->crop), region->out, Interpolation::bilinear);
@@ -516,15 +575,26 @@ cv::Mat Decoder::pixels(const Sample& sample, const Region* region) const {
     const detail::JpegHeader& h = reader.header();
     check_pixels(h.width, h.height, options_.max_pixels, "JPEG", name);
     const int orientation = options_.exif_orientation ? markers.orientation : 1;
-    if (region == nullptr) return orient(reader.read(8), orientation);
-
+    // libjpeg expands grayscale to R = G = B: with DecodeColor::keep one of them is the image,
+    // bit for bit, also after the fused path's resampling (each channel resampled alike).
+    const bool grey = color == DecodeColor::keep && h.color == detail::JpegColor::gray;
+    const auto finish_jpeg = [grey](const cv::Mat& rgb) {
+      if (!grey) return rgb;
+      cv::Mat one;
+      cv::extractChannel(rgb, one, 0);
+      return one;
+    };
     const cv::Size stored(h.width, h.height);
     const cv::Size upright = transposes(orientation) ? cv::Size(h.height, h.width) : stored;
+    if (full_size != nullptr) *full_size = upright;
+    if (region == nullptr) return finish_jpeg(orient(reader.read(8), orientation));
+
     check_region(*region, upright, name);
     const cv::Rect stored_crop = to_stored(region->crop, orientation, stored);
     const int m = dct_scale(region->crop.size(), region->out);
     if (m == 8) {  // no DCT scaling: exactly the unfused crop and resize, on fewer decoded pixels
-      return resize_pixels(orient(reader.read(8, stored_crop), orientation), region->out, Interpolation::bilinear);
+      return finish_jpeg(
+          resize_pixels(orient(reader.read(8, stored_crop), orientation), region->out, Interpolation::bilinear));
     }
     const double f = m / 8.0;
     const cv::Size scaled = detail::jpeg_scaled_size(stored, m);
@@ -533,24 +603,29 @@ cv::Mat Decoder::pixels(const Sample& sample, const Region* region) const {
     const double reduce_y = f * region->crop.height / region->out.height;
     const cv::Rect part = scaled_cover(stored_crop, m, scaled);
     const cv::Mat pixels = reader.read(m, part);
-    if (reduce_x < 2 && reduce_y < 2) return resample_exact(pixels, part, f, *region, orientation, stored);
+    if (reduce_x < 2 && reduce_y < 2) return finish_jpeg(resample_exact(pixels, part, f, *region, orientation, stored));
     // A crop of very different aspect ratio than the output, or one more than 16x larger: more
     // than 2x left to shrink, which needs resize_pixels' area filter rather than bilinear.
     // Resampled in the stored orientation (area averaging commutes with flips and transposes).
     const cv::Size out = transposes(orientation) ? cv::Size(region->out.height, region->out.width) : region->out;
-    return orient(resample_area(pixels, f * stored_crop.x - part.x, f * stored_crop.y - part.y,
-                                f * stored_crop.br().x - part.x, f * stored_crop.br().y - part.y, out),
-                  orientation);
+    return finish_jpeg(orient(resample_area(pixels, f * stored_crop.x - part.x, f * stored_crop.y - part.y,
+                                            f * stored_crop.br().x - part.x, f * stored_crop.br().y - part.y, out),
+                              orientation));
   }
 
   if (format == ImageFormat::unknown) {
     throw DecodeError(name,
-                      "not an image: the data starts with neither JPEG, PNG, BMP, GIF, WebP, TIFF nor PNM magic "
-                      "bytes (first bytes: " +
+                      "not an image: the data starts with neither JPEG, PNG, BMP, GIF, WebP, TIFF, PNM nor "
+                      "DICOM magic bytes (first bytes: " +
                           hex_prefix(bytes) + ")");
   }
   const std::string format_text(format_name(format));
   if (!options_.other_formats) {
+    if (format == ImageFormat::dicom) {
+      throw DecodeError(name,
+                        "DICOM: no DICOM decoder: link stoke::dicom (DCMTK) and set DecodeOptions::other_formats = "
+                        "stoke::nodes::dicom_codec() and DecodeOptions::color = DecodeColor::keep");
+    }
     throw DecodeError(name, format_text +
                                 ": this build decodes JPEG only; build with OpenCV imgcodecs "
                                 "(stoke::imgcodecs) and set DecodeOptions::other_formats = "
@@ -566,11 +641,11 @@ cv::Mat Decoder::pixels(const Sample& sample, const Region* region) const {
   } catch (const std::exception& e) {
     throw DecodeError(name, format_text + ": " + e.what());
   }
-  if (decoded.empty() || decoded.type() != CV_8UC3) {
-    throw DecodeError(
-        name, format_text + ": the other_formats decoder returned " +
-                  (decoded.empty() ? std::string("no pixels") : "a matrix of type " + std::to_string(decoded.type())) +
-                  ", not 8-bit RGB (CV_8UC3)");
+  if (decoded.empty()) throw DecodeError(name, format_text + ": the other_formats decoder returned no pixels");
+  if (color == DecodeColor::rgb && decoded.type() != CV_8UC3) decoded = to_rgb8(decoded, format_text, name);
+  if (!is_pixel_depth(decoded.depth())) {
+    throw DecodeError(name, format_text + ": the other_formats decoder returned " + describe_pixels(decoded) +
+                                "; an image holds uint8, uint16, int16 or float32 values");
   }
   const auto cols = static_cast<std::uint64_t>(decoded.cols);
   const auto rows = static_cast<std::uint64_t>(decoded.rows);

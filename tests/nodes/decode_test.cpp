@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "decode_test_support.hpp"
+#include "stoke/nodes/decode_augment.hpp"
+#include "stoke/nodes/random_horizontal_flip.hpp"
+#include "stoke/nodes/random_resized_crop.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -465,9 +468,14 @@ TEST(OtherFormats, BadResultsAndExceptionsBecomeDecodeErrors) {
   } catch (const DecodeError& e) {
     EXPECT_EQ(std::string(e.what()), "p.png: PNG: the header says 8x6 but the image decoded to 5x7");
   }
+  DecodeOptions floats;  // float values have no 8-bit RGB (grey, alpha and 16 bits are converted)
+  floats.other_formats = [](std::span<const std::byte>, const std::string&) { return cv::Mat(6, 8, CV_32FC1); };
+  EXPECT_THROW(Decoder(floats).decode(png), DecodeError);
   DecodeOptions gray;
-  gray.other_formats = [](std::span<const std::byte>, const std::string&) { return cv::Mat(6, 8, CV_8UC1); };
-  EXPECT_THROW(Decoder(gray).decode(png), DecodeError);
+  gray.other_formats = [](std::span<const std::byte>, const std::string&) {
+    return cv::Mat(6, 8, CV_8UC1, cv::Scalar(9));
+  };
+  EXPECT_EQ(Decoder(gray).decode(png).pixels.at<cv::Vec3b>(2, 3), cv::Vec3b(9, 9, 9));
   DecodeOptions throwing;
   throwing.other_formats = [](std::span<const std::byte>, const std::string&) -> cv::Mat {
     throw std::runtime_error("libpng said no");
@@ -524,6 +532,221 @@ TEST(Decoder, OneDecoderServesManyThreads) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+}  // namespace stoke::nodes
+
+namespace stoke::nodes {
+namespace {
+
+// ---- DecodeColor::keep: what the file holds
+
+std::vector<std::byte> dicom_magic(const char* tag) {
+  std::vector<std::byte> bytes(128, std::byte{0});
+  for (const char* c = tag; *c != '\0'; ++c) bytes.push_back(static_cast<std::byte>(*c));
+  bytes.resize(200, std::byte{0});
+  return bytes;
+}
+
+TEST(DetectFormat, DicomByTheMagicAfterItsPreamble) {
+  EXPECT_EQ(detect_format(dicom_magic("DICM")), ImageFormat::dicom);
+  EXPECT_EQ(detect_format(dicom_magic("DICX")), ImageFormat::unknown);
+  EXPECT_EQ(format_name(ImageFormat::dicom), "DICOM");
+  // Without a DICOM decoder the error says how to get one.
+  try {
+    Decoder().decode(make_sample(dicom_magic("DICM"), "ct/1.dcm"));
+    FAIL() << "no exception";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("dicom_codec()"), std::string::npos) << e.what();
+  }
+}
+
+// A grayscale JPEG of a diagonal ramp with some texture.
+std::vector<std::byte> grey_jpeg(int width, int height) {
+  cv::Mat grey(height, width, CV_8UC1);
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) grey.at<std::uint8_t>(y, x) = static_cast<std::uint8_t>((3 * x + 5 * y + x * y % 7) % 256);
+  return encode_jpeg(grey);
+}
+
+TEST(DecodeKeep, AGreyJpegIsOneChannelEqualToTheRgbDecodesEveryChannel) {
+  const Sample sample = make_sample(grey_jpeg(160, 120), "grey.jpg");
+  const Decoder rgb;
+  const Decoder keep({.color = DecodeColor::keep});
+  EXPECT_EQ(keep.probe(sample).components, 1);
+  const Image whole_rgb = rgb.decode(sample);
+  const Image whole = keep.decode(sample);
+  ASSERT_EQ(whole_rgb.pixels.type(), CV_8UC3);
+  ASSERT_EQ(whole.pixels.type(), CV_8UC1);
+  std::vector<cv::Mat> planes;
+  cv::split(whole_rgb.pixels, planes);
+  for (const cv::Mat& plane : planes) EXPECT_EQ(cv::norm(plane, whole.pixels, cv::NORM_INF), 0.0);
+  // The fused path at every DCT scale it picks (1, 1/2, 1/4, 1/8), and a crop too thin for it.
+  for (const Region region : {Region{cv::Rect(10, 8, 100, 90), cv::Size(90, 80)},
+                              Region{cv::Rect(0, 0, 160, 120), cv::Size(70, 50)},
+                              Region{cv::Rect(20, 10, 120, 100), cv::Size(30, 25)},
+                              Region{cv::Rect(5, 5, 150, 110), cv::Size(18, 13)},
+                              Region{cv::Rect(3, 40, 150, 4), cv::Size(20, 20)}}) {
+    const Image a = rgb.decode(sample, region);
+    const Image b = keep.decode(sample, region);
+    ASSERT_EQ(b.pixels.type(), CV_8UC1);
+    cv::Mat first;
+    cv::extractChannel(a.pixels, first, 0);
+    EXPECT_EQ(cv::norm(first, b.pixels, cv::NORM_INF), 0.0) << region.crop << " -> " << region.out;
+  }
+}
+
+TEST(DecodeKeep, AColourJpegIsTheSameRgbEitherWay) {
+  const Sample sample = make_sample(encode_jpeg(test_picture(64, 48)), "colour.jpg");
+  const Image a = Decoder().decode(sample);
+  const Image b = Decoder({.color = DecodeColor::keep}).decode(sample);
+  ASSERT_EQ(b.pixels.type(), CV_8UC3);
+  EXPECT_EQ(cv::norm(a.pixels, b.pixels, cv::NORM_INF), 0.0);
+}
+
+// A stand-in for a 16-bit codec: a PNG signature names the format; the "decoder" returns a known
+// uint16 (or int16) ramp.
+cv::Mat ramp16(int type) {
+  cv::Mat m(6, 8, type);
+  for (int y = 0; y < m.rows; ++y)
+    for (int x = 0; x < m.cols; ++x) {
+      if (type == CV_16UC1) m.at<std::uint16_t>(y, x) = static_cast<std::uint16_t>(40000 + 1000 * y + 17 * x);
+      else m.at<std::int16_t>(y, x) = static_cast<std::int16_t>(-1024 + 300 * y - 41 * x);
+    }
+  return m;
+}
+
+TEST(DecodeKeep, OtherFormatsComeAsTheirDecoderReturnsThemAndCropsWithoutResamplingAreExact) {
+  for (const int type : {CV_16UC1, CV_16SC1}) {
+    const cv::Mat values = ramp16(type);
+    const OtherFormatDecoder codec = [values](std::span<const std::byte>, const std::string&) { return values.clone(); };
+    const Sample sample = make_sample(bytes_of("\x89PNG\r\n\x1a\n not really a png"), "scan.png");
+    // The default makes 8-bit RGB of unsigned 16-bit grey (the high byte, expanded); signed
+    // values have none, and the error names the way out.
+    if (type == CV_16UC1) {
+      const Image rgb = Decoder({.other_formats = codec}).decode(sample);
+      ASSERT_EQ(rgb.pixels.type(), CV_8UC3);
+      EXPECT_EQ(rgb.pixels.at<cv::Vec3b>(5, 7), cv::Vec3b::all(static_cast<std::uint8_t>((40000 + 5000 + 7 * 17) / 256)));
+    } else {
+      try {
+        Decoder({.other_formats = codec}).decode(sample);
+        FAIL() << "int16 values came back as RGB";
+      } catch (const DecodeError& e) {
+        EXPECT_NE(std::string(e.what()).find("DecodeColor::keep"), std::string::npos) << e.what();
+      }
+    }
+    const Decoder keep({.other_formats = codec, .color = DecodeColor::keep});
+    const Image whole = keep.decode(sample);
+    ASSERT_EQ(whole.pixels.type(), type);
+    EXPECT_EQ(cv::norm(whole.pixels, values, cv::NORM_INF), 0.0);
+    const Image crop = keep.decode(sample, Region{cv::Rect(2, 1, 5, 4), cv::Size(5, 4)});
+    ASSERT_EQ(crop.pixels.type(), type);
+    EXPECT_EQ(cv::norm(crop.pixels, values(cv::Rect(2, 1, 5, 4)), cv::NORM_INF), 0.0);
+  }
+}
+
+
+// ---- masks beside the image (Sample::mask)
+
+constexpr int kW = 64;
+constexpr int kH = 48;
+
+// y * kW + x at (x, y): every cell says where it is.
+cv::Mat where_map(int type) {
+  cv::Mat m(kH, kW, type);
+  for (int y = 0; y < kH; ++y)
+    for (int x = 0; x < kW; ++x) {
+      if (type == CV_16UC1) m.at<std::uint16_t>(y, x) = static_cast<std::uint16_t>(y * kW + x);
+      else m.at<std::int32_t>(y, x) = y * kW + x;
+    }
+  return m;
+}
+
+// A stand-in for a PNG codec: "IMAGE" files decode to `image`, "MASK" files to `mask`.
+OtherFormatDecoder fake_png(cv::Mat image, cv::Mat mask) {
+  return [image, mask](std::span<const std::byte> bytes, const std::string&) {
+    const bool is_mask = bytes.size() > 8 && static_cast<char>(bytes[8]) == 'M';
+    return (is_mask ? mask : image).clone();
+  };
+}
+
+Sample with_mask(Sample sample, const std::string& mask_name) {
+  sample.mask = Bytes(bytes_of("\x89PNG\r\n\x1a\nMASK"));
+  sample.mask_name = mask_name;
+  return sample;
+}
+
+TEST(DecodeMask, TheMaskIsDecodedAndFollowsTheRegionByNearestNeighbour) {
+  const Decoder keep({.other_formats = fake_png(where_map(CV_16UC1), where_map(CV_16UC1)), .color = DecodeColor::keep});
+  Sample sample = with_mask(make_sample(bytes_of("\x89PNG\r\n\x1a\nIMAGE"), "scan.png"), "scan_mask.png");
+  sample.targets["age"] = Target{.shape = {1}, .values = {42.0f}};
+  const Image whole = keep.decode(sample);
+  ASSERT_EQ(whole.mask.type(), CV_16UC1);
+  EXPECT_EQ(cv::norm(whole.mask, where_map(CV_16UC1), cv::NORM_INF), 0.0);
+  EXPECT_EQ(whole.targets.at("age").values, std::vector<float>{42.0f});
+
+  const Region region{cv::Rect(10, 6, 40, 30), cv::Size(20, 15)};
+  const Image part = keep.decode(sample, region);
+  ASSERT_EQ(part.mask.size(), region.out);
+  for (int y = 0; y < region.out.height; ++y) {
+    for (int x = 0; x < region.out.width; ++x) {
+      // Nearest neighbour: the mask's source cell is within half a cell of where the output
+      // cell's centre falls in the crop (pixel centres at integers).
+      const double px = region.crop.x + (x + 0.5) * region.crop.width / region.out.width - 0.5;
+      const double py = region.crop.y + (y + 0.5) * region.crop.height / region.out.height - 0.5;
+      const int m = part.mask.at<std::uint16_t>(y, x);
+      ASSERT_LE(std::abs(m % kW - px), 0.5) << "(" << x << ", " << y << ")";
+      ASSERT_LE(std::abs(m / kW - py), 0.5) << "(" << x << ", " << y << ")";
+      // The pixels, area-averaged over the same 2x2 cells, are within a row of it.
+      EXPECT_LE(std::abs(part.pixels.at<std::uint16_t>(y, x) - m), kW) << "(" << x << ", " << y << ")";
+    }
+  }
+}
+
+TEST(DecodeMask, AMaskOfAnotherSizeOrOfColoursIsADecodeErrorNamingIt) {
+  const Sample sample = with_mask(make_sample(bytes_of("\x89PNG\r\n\x1a\nIMAGE"), "a.png"), "a_mask.png");
+  const cv::Mat image = where_map(CV_16UC1);
+  try {
+    Decoder({.other_formats = fake_png(image, cv::Mat(kH, kW + 1, CV_8UC1, cv::Scalar(1))), .color = DecodeColor::keep})
+        .decode(sample);
+    FAIL() << "no exception";
+  } catch (const DecodeError& e) {
+    EXPECT_EQ(e.name(), "a_mask.png");
+    EXPECT_NE(std::string(e.what()).find("65x48"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a.png is 64x48"), std::string::npos) << e.what();
+  }
+  // Three equal channels (a grey PNG read as colour) are one mask; different ones are not.
+  cv::Mat grey_as_rgb(kH, kW, CV_8UC3, cv::Scalar(3, 3, 3));
+  const Image ok = Decoder({.other_formats = fake_png(image, grey_as_rgb), .color = DecodeColor::keep}).decode(sample);
+  EXPECT_EQ(ok.mask.type(), CV_8UC1);
+  cv::Mat colours(kH, kW, CV_8UC3, cv::Scalar(3, 4, 3));
+  EXPECT_THROW(Decoder({.other_formats = fake_png(image, colours), .color = DecodeColor::keep}).decode(sample),
+               DecodeError);
+}
+
+// DecodeAugment's fused path (the JPEG decoded only in its crop) gives the mask the same crop as
+// the unfused path's transforms do: random crop and flip, mask for mask identical.
+TEST(DecodeMask, FusedAndUnfusedDecodeAugmentGiveTheSameMask) {
+  const cv::Mat mask = [] {
+    cv::Mat m(120, 160, CV_8UC1);
+    for (int y = 0; y < 120; ++y)
+      for (int x = 0; x < 160; ++x) m.at<std::uint8_t>(y, x) = static_cast<std::uint8_t>((x / 10 + 16 * (y / 10)) % 251);
+    return m;
+  }();
+  const Decoder decoder({.other_formats = fake_png(cv::Mat(), mask)});
+  const Augment augment({std::make_shared<RandomResizedCrop>(cv::Size(48, 40)), std::make_shared<RandomHorizontalFlip>(0.5)},
+                        11);
+  const DecodeAugment fused(decoder, augment, true);
+  const DecodeAugment unfused(decoder, augment, false);
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    const Sample sample = with_mask(make_sample(grey_jpeg(160, 120), "x.jpg", i), "x_mask.png");
+    const Image a = fused(sample);
+    const Image b = unfused(sample);
+    ASSERT_EQ(a.mask.size(), cv::Size(48, 40));
+    EXPECT_EQ(cv::norm(a.mask, b.mask, cv::NORM_INF), 0.0) << "item " << i;
+    EXPECT_EQ(a.pixels.type(), CV_8UC3);
+  }
 }
 
 }  // namespace

@@ -27,14 +27,14 @@
 namespace stoke::nodes {
 namespace {
 
-using Bytes = std::vector<std::byte>;
+using ByteVector = std::vector<std::byte>;
 
-Bytes read_fixture(const std::string& file) {
+ByteVector read_fixture(const std::string& file) {
   const std::string path = std::string(STOKE_TEST_DICOM_DIR) + "/" + file;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path);
   const std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Bytes bytes(chars.size());
+  ByteVector bytes(chars.size());
   std::memcpy(bytes.data(), chars.data(), chars.size());
   return bytes;
 }
@@ -78,7 +78,7 @@ bool identical(const cv::Mat& a, const cv::Mat& b) {
 }
 
 // The offset of an explicit-VR little-endian element's tag (group, element, VR) in `bytes`.
-std::size_t find_element(const Bytes& bytes, std::uint16_t group, std::uint16_t element, const char* vr) {
+std::size_t find_element(const ByteVector& bytes, std::uint16_t group, std::uint16_t element, const char* vr) {
   const std::byte pattern[6] = {std::byte(group & 0xFF), std::byte(group >> 8), std::byte(element & 0xFF),
                                 std::byte(element >> 8), std::byte(vr[0]), std::byte(vr[1])};
   const auto it = std::search(bytes.begin() + 132, bytes.end(), std::begin(pattern), std::end(pattern));
@@ -86,13 +86,13 @@ std::size_t find_element(const Bytes& bytes, std::uint16_t group, std::uint16_t 
   return static_cast<std::size_t>(it - bytes.begin());
 }
 
-void put_u16(Bytes& bytes, std::size_t at, std::uint16_t value) {
+void put_u16(ByteVector& bytes, std::size_t at, std::uint16_t value) {
   bytes[at] = std::byte(value & 0xFF);
   bytes[at + 1] = std::byte(value >> 8);
 }
 
 // The DecodeError decode_dicom throws for `bytes`; fails the test when it throws nothing or another type.
-std::string decode_error(const Bytes& bytes, const std::string& name) {
+std::string decode_error(const ByteVector& bytes, const std::string& name) {
   try {
     const cv::Mat m = decode_dicom(bytes, name);
     ADD_FAILURE() << name << ": decoded to a " << m.cols << "x" << m.rows << " image instead of throwing";
@@ -156,7 +156,7 @@ class DicomTransferSyntax : public ::testing::TestWithParam<std::pair<const char
 
 TEST_P(DicomTransferSyntax, MrSmallVariantDecodesToTheSameArray) {
   const auto [file, uid] = GetParam();
-  const Bytes bytes = read_fixture(file);
+  const ByteVector bytes = read_fixture(file);
   EXPECT_EQ(probe_dicom(bytes, file).transfer_syntax, uid);
   const cv::Mat variant = decode_dicom(bytes, file);
   expect_mr_small_values(variant);
@@ -235,7 +235,7 @@ TEST(DicomCodec, RgbRleDecodesToPydicomsValues) {
 
 TEST(DicomCodec, JpegLosslessColourIsTheRleImage) {
   // SC_rgb_jpeg_gdcm.dcm: JPEG lossless, process 14 SV1 (1.2.840.10008.1.2.4.70), the same picture.
-  const Bytes bytes = read_fixture("SC_rgb_jpeg_gdcm.dcm");
+  const ByteVector bytes = read_fixture("SC_rgb_jpeg_gdcm.dcm");
   EXPECT_EQ(probe_dicom(bytes, "gdcm").transfer_syntax, "1.2.840.10008.1.2.4.70");
   EXPECT_TRUE(identical(decode_dicom(bytes, "gdcm"), decode("SC_rgb_rle.dcm")));
 }
@@ -311,7 +311,7 @@ TEST(DicomCodec, UncompressedYbrFull422IsConvertedToRgbLikePydicom) {
 TEST(DicomCodec, DeflatedLittleEndianDecodes) {
   // image_dfl.dcm (1.2.840.10008.1.2.1.99). expected_values.py: uint8 (512, 512), sum 33322688,
   // checksum 16665175080, (0, 0) 213, (256, 256) 65, (100, 400) 70.
-  const Bytes bytes = read_fixture("image_dfl.dcm");
+  const ByteVector bytes = read_fixture("image_dfl.dcm");
   EXPECT_EQ(probe_dicom(bytes, "dfl").transfer_syntax, "1.2.840.10008.1.2.1.99");
   const cv::Mat m = decode_dicom(bytes, "dfl");
   ASSERT_EQ(m.type(), CV_8UC1);
@@ -335,7 +335,7 @@ TEST(DicomCodec, OneBitSegmentationUnpacksToZeroAndOne) {
 TEST(DicomCodec, MultiFrameGivesTheFirstFrame) {
   // SC_rgb_rle_2frame.dcm: frame 0 is SC_rgb_rle.dcm's picture, frame 1 its inverse (checked with
   // pydicom: np.array_equal(a[0], rle), np.array_equal(a[1], 255 - rle)).
-  const Bytes two = read_fixture("SC_rgb_rle_2frame.dcm");
+  const ByteVector two = read_fixture("SC_rgb_rle_2frame.dcm");
   EXPECT_EQ(probe_dicom(two, "two").frames, 2);
   EXPECT_TRUE(identical(decode_dicom(two, "two"), decode("SC_rgb_rle.dcm")));
   // rtdose.dcm: 15 frames of 10x10 unsigned 32-bit, implicit VR. expected_values.py, frame 0:
@@ -388,7 +388,7 @@ TEST(DicomCodec, ProbeReportsTheHeaderFields) {
 
 TEST(DicomCodec, ProbeDoesNotNeedTheDecoder) {
   // The header of a JPEG 2000 file probes; decoding it is refused with the syntax named.
-  const Bytes j2k = read_fixture("MR_small_jp2klossless.dcm");
+  const ByteVector j2k = read_fixture("MR_small_jp2klossless.dcm");
   const DicomInfo info = probe_dicom(j2k, "j2k.dcm");
   EXPECT_EQ(info.transfer_syntax, "1.2.840.10008.1.2.4.90");
   EXPECT_EQ(info.width, 64);
@@ -399,7 +399,7 @@ TEST(DicomCodec, ProbeDoesNotNeedTheDecoder) {
 TEST(DicomCodec, LooksLikeDicomChecksThePreambleAndMagic) {
   EXPECT_TRUE(looks_like_dicom(read_fixture("CT_small.dcm")));
   EXPECT_TRUE(looks_like_dicom(read_fixture("MR_small_RLE.dcm")));
-  Bytes minimal(132, std::byte{0});
+  ByteVector minimal(132, std::byte{0});
   std::memcpy(minimal.data() + 128, "DICM", 4);
   EXPECT_TRUE(looks_like_dicom(minimal));
   EXPECT_FALSE(looks_like_dicom(std::span(minimal).first(131)));
@@ -414,7 +414,7 @@ TEST(DicomCodec, LooksLikeDicomChecksThePreambleAndMagic) {
 TEST(DicomCodec, TruncatedFileIsADecodeErrorSayingWhereThePixelDataEnds) {
   // MR_truncated.dcm: MR_small.dcm cut 200 bytes short, so the last 62 bytes of its 8192-byte Pixel
   // Data (and the 138 bytes of elements after it) are missing.
-  const Bytes bytes = read_fixture("MR_truncated.dcm");
+  const ByteVector bytes = read_fixture("MR_truncated.dcm");
   const std::string what = decode_error(bytes, "MR_truncated.dcm");
   EXPECT_NE(what.find("truncated file: the Pixel Data ends after 8130 of 8192 bytes"), std::string::npos) << what;
   // The header is whole, so it still probes.
@@ -424,11 +424,11 @@ TEST(DicomCodec, TruncatedFileIsADecodeErrorSayingWhereThePixelDataEnds) {
 TEST(DicomCodec, FilesCutAnywhereAreDecodeErrors) {
   for (const char* file : {"MR_small.dcm", "MR_small_RLE.dcm", "MR_small_jpeg_ls_lossless.dcm", "SC_rgb_jpeg_gdcm.dcm",
                            "image_dfl.dcm", "MR_small_bigendian.dcm"}) {
-    const Bytes whole = read_fixture(file);
+    const ByteVector whole = read_fixture(file);
     for (const std::size_t length : {std::size_t{0}, std::size_t{100}, std::size_t{131}, std::size_t{132},
                                      std::size_t{300}, std::size_t{700}, whole.size() / 2, whole.size() - 100,
                                      whole.size() - 1}) {
-      const Bytes cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(length));
+      const ByteVector cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(length));
       SCOPED_TRACE(std::string(file) + " cut to " + std::to_string(length) + " bytes");
       if (std::string(file) == "image_dfl.dcm" && length == whole.size() - 1) {
         // The last byte of a deflated file is zlib's checksum, which DCMTK does not check: the
@@ -444,48 +444,48 @@ TEST(DicomCodec, FilesCutAnywhereAreDecodeErrors) {
   }
   // A cut inside native Pixel Data is reported with the byte counts. (MR_small.dcm's 8192 bytes of
   // Pixel Data start at byte 1500; 138 bytes of other elements follow them.)
-  const Bytes mr = read_fixture("MR_small.dcm");
-  const std::string what = decode_error(Bytes(mr.begin(), mr.end() - 1000), "cut.dcm");
+  const ByteVector mr = read_fixture("MR_small.dcm");
+  const std::string what = decode_error(ByteVector(mr.begin(), mr.end() - 1000), "cut.dcm");
   EXPECT_NE(what.find("the Pixel Data ends after 7330 of 8192 bytes"), std::string::npos) << what;
 }
 
 TEST(DicomCodec, MissingPixelDataIsADecodeError) {
-  const Bytes mr = read_fixture("MR_small.dcm");
-  const Bytes header(mr.begin(), mr.begin() + static_cast<std::ptrdiff_t>(find_element(mr, 0x7FE0, 0x0010, "OW")));
+  const ByteVector mr = read_fixture("MR_small.dcm");
+  const ByteVector header(mr.begin(), mr.begin() + static_cast<std::ptrdiff_t>(find_element(mr, 0x7FE0, 0x0010, "OW")));
   const std::string what = decode_error(header, "header.dcm");
   EXPECT_NE(what.find("no Pixel Data"), std::string::npos) << what;
 }
 
 TEST(DicomCodec, ZeroOrHugeDimensionsAreDecodeErrors) {
-  const Bytes mr = read_fixture("MR_small.dcm");
+  const ByteVector mr = read_fixture("MR_small.dcm");
   const std::size_t rows = find_element(mr, 0x0028, 0x0010, "US") + 8;
   const std::size_t columns = find_element(mr, 0x0028, 0x0011, "US") + 8;
 
-  Bytes zero = mr;
+  ByteVector zero = mr;
   put_u16(zero, rows, 0);
   EXPECT_NE(decode_error(zero, "zero.dcm").find("empty"), std::string::npos);
   EXPECT_THROW(probe_dicom(zero, "zero.dcm"), DecodeError);
 
-  Bytes huge = mr;  // 65535 x 65535: refused before the 8192 bytes of Pixel Data are looked at
+  ByteVector huge = mr;  // 65535 x 65535: refused before the 8192 bytes of Pixel Data are looked at
   put_u16(huge, rows, 65535);
   put_u16(huge, columns, 65535);
   const std::string what = decode_error(huge, "huge.dcm");
   EXPECT_NE(what.find("more than the limit of 64000000"), std::string::npos) << what;
 
-  Bytes short_data = mr;  // 64 x 128 needs 16384 bytes; the file has 8192
+  ByteVector short_data = mr;  // 64 x 128 needs 16384 bytes; the file has 8192
   put_u16(short_data, rows, 128);
   EXPECT_NE(decode_error(short_data, "short.dcm").find("fewer than the 16384"), std::string::npos);
 }
 
 TEST(DicomCodec, NonDicomBytesAreDecodeErrors) {
-  const Bytes jpeg = encode_jpeg(cv::Mat(16, 16, CV_8UC3, cv::Scalar(10, 200, 30)));
+  const ByteVector jpeg = encode_jpeg(cv::Mat(16, 16, CV_8UC3, cv::Scalar(10, 200, 30)));
   EXPECT_NE(decode_error(jpeg, "photo.jpg").find("not a DICOM Part 10 file"), std::string::npos);
   EXPECT_NE(decode_error({}, "empty.dcm").find("not a DICOM Part 10 file"), std::string::npos);
-  Bytes text(400, std::byte{'a'});
+  ByteVector text(400, std::byte{'a'});
   EXPECT_NE(decode_error(text, "text.dcm").find("first bytes: 61 61"), std::string::npos);
   EXPECT_THROW(probe_dicom(jpeg, "photo.jpg"), DecodeError);
   // "DICM" and then nothing DICOM.
-  Bytes magic_only(132 + 64, std::byte{0x5A});
+  ByteVector magic_only(132 + 64, std::byte{0x5A});
   std::memcpy(magic_only.data() + 128, "DICM", 4);
   decode_error(magic_only, "magic.dcm");
 }
@@ -498,9 +498,9 @@ TEST(DicomCodec, GarbledFilesNeverCrashAndFailOnlyWithDecodeError) {
   int images = 0;
   for (const char* file : {"MR_small.dcm", "MR_small_RLE.dcm", "MR_small_jpeg_ls_lossless.dcm", "SC_rgb_jpeg_gdcm.dcm",
                            "SC_rgb_jpeg_dcmtk.dcm", "CT_small.dcm", "MR_small_modality_lut.dcm"}) {
-    const Bytes whole = read_fixture(file);
+    const ByteVector whole = read_fixture(file);
     for (int trial = 0; trial < 60; ++trial) {
-      Bytes garbled = whole;
+      ByteVector garbled = whole;
       const int edits = 1 + static_cast<int>(random() % 8);
       for (int e = 0; e < edits; ++e) {
         const std::size_t at = 132 + random() % (garbled.size() - 132);
@@ -528,7 +528,7 @@ TEST(DicomCodec, FourThreadsDecodeTheSameAsOne) {
   const std::vector<std::string> files = {"CT_small.dcm",          "MR_small_RLE.dcm",     "MR_small_jpeg_ls_lossless.dcm",
                                           "SC_rgb_jpeg_gdcm.dcm",  "SC_rgb_jpeg_dcmtk.dcm", "image_dfl.dcm",
                                           "MR_small_bigendian.dcm", "JPGExtended.dcm"};
-  std::vector<Bytes> bytes;
+  std::vector<ByteVector> bytes;
   std::vector<cv::Mat> expected;
   for (const std::string& file : files) {
     bytes.push_back(read_fixture(file));
@@ -557,9 +557,45 @@ TEST(DicomCodec, FourThreadsDecodeTheSameAsOne) {
 TEST(DicomCodec, DicomCodecIsAnOtherFormatDecoderThatDecodesLikeDecodeDicom) {
   const OtherFormatDecoder codec = dicom_codec();
   ASSERT_TRUE(codec);
-  const Bytes ct = read_fixture("CT_small.dcm");
+  const ByteVector ct = read_fixture("CT_small.dcm");
   EXPECT_TRUE(identical(codec(ct, "ct"), decode_dicom(ct, "ct")));
-  EXPECT_THROW(codec(Bytes(10, std::byte{1}), "x"), DecodeError);
+  EXPECT_THROW(codec(ByteVector(10, std::byte{1}), "x"), DecodeError);
+  // With a decoder for the rest, what is not DICOM goes there.
+  const OtherFormatDecoder both = dicom_codec([](std::span<const std::byte>, const std::string&) {
+    return cv::Mat(2, 3, CV_8UC3, cv::Scalar(7, 8, 9));
+  });
+  EXPECT_TRUE(identical(both(ct, "ct"), decode_dicom(ct, "ct")));
+  EXPECT_EQ(both(ByteVector(10, std::byte{1}), "x").size(), cv::Size(3, 2));
+}
+
+// A Decoder with DecodeColor::keep decodes DICOM like any image: CT_small's Hounsfield units come
+// through decode and through a region that needs no resampling bit for bit; the RGB default
+// refuses them, naming the way out.
+TEST(DicomCodec, ADecoderKeepsHounsfieldUnitsThroughDecodeAndCrop) {
+  const ByteVector ct = read_fixture("CT_small.dcm");
+  const cv::Mat hu = decode_dicom(ct, "ct");
+  ASSERT_EQ(hu.type(), CV_16SC1);
+  Sample sample;
+  sample.bytes = Bytes(ByteVector(ct));
+  sample.name = "CT_small.dcm";
+  sample.label = 3;
+  const Decoder keep({.other_formats = dicom_codec(), .color = DecodeColor::keep});
+  EXPECT_EQ(detect_format(ct), ImageFormat::dicom);
+  const ImageInfo info = keep.probe(sample);
+  EXPECT_EQ(info.format, ImageFormat::dicom);
+  EXPECT_EQ(cv::Size(info.width, info.height), hu.size());
+  const Image whole = keep.decode(sample);
+  EXPECT_TRUE(identical(whole.pixels, hu));
+  EXPECT_EQ(whole.label, 3);
+  const cv::Rect crop(20, 10, 30, 25);
+  const Image part = keep.decode(sample, Region{crop, crop.size()});
+  EXPECT_TRUE(identical(part.pixels, hu(crop).clone()));
+  try {
+    Decoder({.other_formats = dicom_codec()}).decode(sample);
+    FAIL() << "Hounsfield units came back as 8-bit RGB";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("DecodeColor::keep"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

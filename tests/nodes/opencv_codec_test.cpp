@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
@@ -142,6 +143,50 @@ TEST(OpenCvCodec, OversizedHeaderIsRefusedBeforeOpenCvSeesIt) {
   } catch (const DecodeError& e) {
     EXPECT_NE(std::string(e.what()).find("wide.png: PNG: 16777224x6 = 100663344 pixels exceeds"), std::string::npos)
         << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stoke::nodes
+
+namespace stoke::nodes {
+namespace {
+
+// DecodeColor::keep: 16-bit PNGs come back as uint16, bit for bit, grey as one channel and colour
+// in RGB order, through a whole decode and a crop that needs no resampling.
+TEST(OpenCvCodecKeep, SixteenBitPngsSurviveDecodeAndCropBitExactly) {
+  cv::Mat grey(9, 11, CV_16UC1);
+  cv::Mat rgb(9, 11, CV_16UC3);
+  for (int y = 0; y < 9; ++y) {
+    for (int x = 0; x < 11; ++x) {
+      grey.at<std::uint16_t>(y, x) = static_cast<std::uint16_t>(65535 - 4099 * y - 7 * x);
+      rgb.at<cv::Vec3w>(y, x) = cv::Vec3w(static_cast<std::uint16_t>(1000 * x + y), static_cast<std::uint16_t>(300 + y),
+                                          static_cast<std::uint16_t>(60000 - x));
+    }
+  }
+  const Decoder keep({.other_formats = opencv_codec(DecodeColor::keep), .color = DecodeColor::keep});
+  for (const cv::Mat& values : {grey, rgb}) {
+    cv::Mat stored;  // imencode takes BGR
+    if (values.channels() == 3) {
+      cv::cvtColor(values, stored, cv::COLOR_RGB2BGR);
+    } else {
+      stored = values;
+    }
+    std::vector<uchar> png;
+    ASSERT_TRUE(cv::imencode(".png", stored, png));
+    std::vector<std::byte> bytes(png.size());
+    std::memcpy(bytes.data(), png.data(), png.size());
+    const Sample sample = make_sample(bytes, "scan.png");
+    const Image whole = keep.decode(sample);
+    ASSERT_EQ(whole.pixels.type(), values.type());
+    EXPECT_EQ(cv::norm(whole.pixels, values, cv::NORM_INF), 0.0);
+    const cv::Rect crop(3, 2, 6, 5);
+    const Image part = keep.decode(sample, Region{crop, crop.size()});
+    ASSERT_EQ(part.pixels.type(), values.type());
+    EXPECT_EQ(cv::norm(part.pixels, values(crop), cv::NORM_INF), 0.0);
+    // The default codec still makes 8-bit RGB of it.
+    const Image eight = Decoder({.other_formats = opencv_codec()}).decode(sample);
+    EXPECT_EQ(eight.pixels.type(), CV_8UC3);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 // DCMTK: osconfig.h first, as DCMTK requires.
@@ -612,6 +613,11 @@ cv::Mat decode_dicom(std::span<const std::byte> bytes, const std::string& name) 
   }
 }
 
-OtherFormatDecoder dicom_codec() { return decode_dicom; }
+OtherFormatDecoder dicom_codec(OtherFormatDecoder others) {
+  if (!others) return decode_dicom;
+  return [others = std::move(others)](std::span<const std::byte> bytes, const std::string& name) {
+    return looks_like_dicom(bytes) ? decode_dicom(bytes, name) : others(bytes, name);
+  };
+}
 
 }  // namespace stoke::nodes

@@ -3,10 +3,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "stoke/nodes/image.hpp"
 
 namespace stoke::nodes {
 
@@ -47,6 +50,12 @@ struct Sample {
   std::uint64_t index = 0;  ///< the item's index in its dataset (stable across epochs)
   std::uint32_t epoch = 0;
   std::string name;  ///< where it came from, for reports: a file path, or "shard.pack#17"
+  /// A segmentation mask's encoded file (a PNG of class ids, ...), or empty. The Decoder decodes
+  /// it into Image::mask: one channel the size of the (upright) image.
+  Bytes mask{};
+  std::string mask_name{};  ///< where the mask came from, for reports
+  /// Named targets beside `label`, handed on to Image::targets.
+  std::map<std::string, Target> targets{};
 };
 
 /// Reads a whole file. Throws std::runtime_error naming the file and the OS error.

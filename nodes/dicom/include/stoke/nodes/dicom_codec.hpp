@@ -87,10 +87,15 @@ DicomInfo probe_dicom(std::span<const std::byte> bytes, const std::string& name)
 /// (stderr by default) before this throws; configure DCMTK's oflog to silence it.
 cv::Mat decode_dicom(std::span<const std::byte> bytes, const std::string& name);
 
-/// decode_dicom as an OtherFormatDecoder (the type of DecodeOptions::other_formats), for code that
-/// takes a decoder callable. Note that stoke's Decoder sends other_formats only the formats
-/// detect_format() recognises and wants CV_8UC3 back, so DICOM does not go through a Decoder:
-/// call this (or decode_dicom) on the sample's bytes. Thread-safe.
-OtherFormatDecoder dicom_codec();
+/// decode_dicom as an OtherFormatDecoder, for DecodeOptions::other_formats with
+/// DecodeOptions::color = DecodeColor::keep (the modality values are not 8-bit RGB): a Decoder
+/// then decodes DICOM files like any image, crops and regions included. Bytes that are not DICOM
+/// go to `others` (opencv_codec(DecodeColor::keep), say), or without it are a DecodeError.
+///
+///   stoke::nodes::Decoder decoder({.other_formats = stoke::nodes::dicom_codec(),
+///                                  .color = stoke::nodes::DecodeColor::keep});
+///
+/// Thread-safe when `others` is.
+OtherFormatDecoder dicom_codec(OtherFormatDecoder others = {});
 
 }  // namespace stoke::nodes

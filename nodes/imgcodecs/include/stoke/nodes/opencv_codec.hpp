@@ -24,4 +24,10 @@ namespace stoke::nodes {
 /// Thread-safe: cv::imdecode keeps no state between calls.
 OtherFormatDecoder opencv_codec();
 
+/// The same with a choice of result: DecodeColor::rgb is opencv_codec(); DecodeColor::keep
+/// returns what the file holds (cv::IMREAD_UNCHANGED): grayscale as one channel, alpha kept,
+/// 16-bit PNG and TIFF samples as uint16 and float TIFF as float32, colour in RGB(A) order. Use it
+/// with DecodeOptions::color = DecodeColor::keep.
+OtherFormatDecoder opencv_codec(DecodeColor color);
+
 }  // namespace stoke::nodes
