@@ -1,9 +1,11 @@
 // An example stoke plugin: "window", the intensity windowing of medical imaging (CT, X-ray).
-// A window of `width` grey levels centred on `center` is stretched to the full 0..255 range;
-// values below it become 0, values above it 255. It shows a plugin's whole shape: a Transform
-// subclass, a factory reading typed parameters, and the STOKE_PLUGIN entry point.
+// A window of `width` values centred on `center`, in the pixels' own units (Hounsfield units for
+// CT decoded with stoke::dicom, grey levels for 8-bit images), is stretched to 0..255 (or to 0..1
+// float32); values below it become the bottom, values above it the top. It shows a plugin's whole
+// shape: a Transform subclass, a factory reading typed parameters, and the STOKE_PLUGIN entry point.
 //
 //   stoke bench pipeline --plugin ./libstoke_example_plugin.so --transform "window center=128 width=64"
+//   window preset=lung              CT: center -600 HU, width 1500 HU (preset=soft_tissue: 40/400)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "stoke/nodes/plugin.hpp"
 
@@ -19,12 +22,24 @@ namespace {
 
 namespace sn = stoke::nodes;
 
+// The usual CT windows (center, width) in Hounsfield units.
+struct Preset {
+  std::string_view name;
+  double center;
+  double width;
+};
+constexpr std::array<Preset, 4> presets{{{"lung", -600, 1500},
+                                         {"soft_tissue", 40, 400},
+                                         {"bone", 400, 1800},
+                                         {"brain", 40, 80}}};
+
 class Window final : public sn::Transform {
  public:
-  /// `width` > 0, in grey levels; `luma`: window the luma (Rec. 601) and write it to all three
-  /// channels, else window each channel on its own; `invert`: dark for high values (MONOCHROME1).
-  Window(double center, double width, bool luma, bool invert)
-      : center_(center), width_(width), luma_(luma), invert_(invert) {
+  /// `width` > 0, in the pixels' units; `luma`: window the luma (Rec. 601) of 8-bit RGB and write
+  /// it to all three channels, else window each channel on its own; `invert`: dark for high
+  /// values (MONOCHROME1); `as_float`: 0..1 float32 out instead of 0..255 uint8.
+  Window(double center, double width, bool luma, bool invert, bool as_float)
+      : center_(center), width_(width), luma_(luma), invert_(invert), as_float_(as_float) {
     if (!(width > 0)) throw std::invalid_argument("window: width must be > 0, got " + std::to_string(width));
     const double lo = center - width / 2;
     for (int v = 0; v < 256; ++v) {
@@ -36,11 +51,32 @@ class Window final : public sn::Transform {
   std::string_view name() const noexcept override { return "window"; }
   std::string describe() const override {
     return "window center=" + cv::format("%g", center_) + " width=" + cv::format("%g", width_) +
-           " mode=" + (luma_ ? "luma" : "channels") + " invert=" + (invert_ ? "true" : "false");
+           " mode=" + (luma_ ? "luma" : "channels") + " invert=" + (invert_ ? "true" : "false") +
+           (as_float_ ? " output=float" : "");
   }
 
  protected:
   void apply_impl(sn::Image& image, sn::ItemRng& /*rng*/) const override {
+    if (luma_ && image.pixels.type() != CV_8UC3) {
+      // (OpenCV's names, not stoke's describe_pixels: a plugin calls only what the host surely exports.)
+      throw std::invalid_argument("window: mode=luma takes 8-bit RGB, but " +
+                                  (image.name.empty() ? "item " + std::to_string(image.index) : image.name) + " is " +
+                                  cv::typeToString(image.pixels.type()) + "; use mode=channels");
+    }
+    if (image.pixels.depth() != CV_8U || as_float_) {
+      // Any depth (int16 Hounsfield units, uint16, float): (v - lo) / width, clamped to 0..1.
+      const double lo = center_ - width_ / 2;
+      cv::Mat unit;
+      image.pixels.convertTo(unit, CV_32F, 1.0 / width_, -lo / width_);
+      unit = cv::min(cv::max(unit, 0.0), 1.0);
+      if (invert_) cv::subtract(1.0, unit, unit);
+      if (as_float_) {
+        image.pixels = unit;
+      } else {
+        unit.convertTo(image.pixels, CV_8U, 255.0);
+      }
+      return;
+    }
     cv::Mat out;
     if (luma_) {
       cv::Mat gray;
@@ -58,20 +94,26 @@ class Window final : public sn::Transform {
   double width_;
   bool luma_;
   bool invert_;
+  bool as_float_;
   cv::Mat lut_ = cv::Mat(1, 256, CV_8U);
 };
 
 void register_nodes(sn::Registry& registry) {
   registry.add({
       .name = "window",
-      .doc = "intensity windowing (CT/X-ray): maps [center - width/2, center + width/2] to 0..255, clamping outside",
+      .doc = "intensity windowing (CT/X-ray): maps [center - width/2, center + width/2] of the pixels' units "
+             "(Hounsfield units for CT) to 0..255, clamping outside",
       .params =
           {
-              {"center", "double", "128", "centre of the window, in grey levels (0..255)"},
-              {"width", "double", "256", "width of the window, in grey levels (> 0)"},
+              {"center", "double", "128", "centre of the window, in the pixels' units (grey levels, HU)"},
+              {"width", "double", "256", "width of the window, in the pixels' units (> 0)"},
+              {"preset", "string", "none",
+               "a CT window in HU: lung (-600/1500), soft_tissue (40/400), bone (400/1800), brain (40/80); "
+               "center= and width= given too win"},
               {"mode", "string", "channels",
-               "channels: window R, G and B separately; luma: window the luma, output grey"},
+               "channels: window each channel separately; luma: window the luma of 8-bit RGB, output grey"},
               {"invert", "bool", "false", "map high values to dark (MONOCHROME1 display)"},
+              {"output", "string", "u8", "u8: 0..255 uint8; float: 0..1 float32"},
           },
       .make =
           [](const sn::Params& p) {
@@ -79,8 +121,25 @@ void register_nodes(sn::Registry& registry) {
             if (mode != "channels" && mode != "luma") {
               throw std::invalid_argument("window: mode='" + mode + "' is not one of channels, luma");
             }
-            return std::make_shared<const Window>(p.get_double("center", 128), p.get_double("width", 256),
-                                                  mode == "luma", p.get_bool("invert", false));
+            const std::string output = p.get_string("output", "u8");
+            if (output != "u8" && output != "float") {
+              throw std::invalid_argument("window: output='" + output + "' is not one of u8, float");
+            }
+            double center = 128;
+            double width = 256;
+            const std::string preset = p.get_string("preset", "none");
+            if (preset != "none") {
+              const auto* found = std::find_if(presets.begin(), presets.end(),
+                                               [&](const Preset& candidate) { return candidate.name == preset; });
+              if (found == presets.end()) {
+                throw std::invalid_argument("window: preset='" + preset +
+                                            "' is not one of none, lung, soft_tissue, bone, brain");
+              }
+              center = found->center;
+              width = found->width;
+            }
+            return std::make_shared<const Window>(p.get_double("center", center), p.get_double("width", width),
+                                                  mode == "luma", p.get_bool("invert", false), output == "float");
           },
   });
 }

@@ -2,6 +2,9 @@
 // missing, not libraries, not stoke plugins, or built for another ABI, stoke or standard library.
 // Paths of the plugins come from CMake (STOKE_EXAMPLE_PLUGIN, STOKE_BAD_PLUGIN_<fault>).
 #include "stoke/nodes/plugin.hpp"
+#ifdef STOKE_TEST_DICOM_DIR
+#include "stoke/nodes/dicom_codec.hpp"
+#endif
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -86,6 +89,71 @@ TEST(Plugin, ExampleWindowTransformMapsEachChannelThroughTheWindow) {
   EXPECT_EQ(image.pixels.at<cv::Vec3b>(0, 5)[0], 215);  // (150 - 96) * 255 / 64 = 215.16
   EXPECT_EQ(image.pixels.at<cv::Vec3b>(0, 9)[0], 255);
 }
+
+// A window in the pixels' own units: int16 values as CT's Hounsfield units, a preset, float out.
+TEST(Plugin, ExampleWindowTakesSignedValuesInTheirOwnUnits) {
+  sn::Registry registry;
+  sn::load_plugin(STOKE_EXAMPLE_PLUGIN, registry);
+  const cv::Mat hu = (cv::Mat_<std::int16_t>(1, 6) << -1000, -1350, -600, 0, 150, 1000);  // air .. bone, HU
+  sn::Image image;
+  image.pixels = hu.clone();
+  sn::ItemRng rng(1, 0, 0);
+  const sn::TransformPtr lung = registry.make("window preset=lung");  // -600 +- 750 HU
+  EXPECT_EQ(lung->describe(), "window center=-600 width=1500 mode=channels invert=false");
+  (*lung)(image, rng);
+  ASSERT_EQ(image.pixels.type(), CV_8UC1);
+  // (hu + 1350) / 1500 * 255, clamped: 59.5 -> 60 (half away), 0, 127.5 -> 128, 229.5 -> 230, 255, 255.
+  const std::vector<int> expected{60, 0, 128, 230, 255, 255};
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(image.pixels.at<std::uint8_t>(0, i), expected[static_cast<std::size_t>(i)], 1) << hu.at<std::int16_t>(0, i);
+  image.pixels = hu.clone();
+  (*registry.make("window center=40 width=400 output=float"))(image, rng);  // soft tissue
+  ASSERT_EQ(image.pixels.type(), CV_32FC1);
+  EXPECT_FLOAT_EQ(image.pixels.at<float>(0, 3), 0.4f);  // (0 + 160) / 400
+  EXPECT_FLOAT_EQ(image.pixels.at<float>(0, 0), 0.0f);
+  EXPECT_FLOAT_EQ(image.pixels.at<float>(0, 5), 1.0f);
+  // mode=luma needs RGB; unknown presets and outputs are refused by name.
+  image.pixels = hu.clone();
+  image.name = "ct/1.dcm";
+  try {
+    (*registry.make("window mode=luma"))(image, rng);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("ct/1.dcm is CV_16SC1"));
+  }
+  EXPECT_THROW(registry.make("window preset=liver"), std::invalid_argument);
+  EXPECT_THROW(registry.make("window output=double"), std::invalid_argument);
+}
+
+#ifdef STOKE_TEST_DICOM_DIR
+// On a real CT slice (pydicom's CT_small.dcm through stoke::dicom): every pixel is the lung window
+// of its Hounsfield units, computed here in double.
+TEST(Plugin, ExampleWindowOnARealCtSliceInHounsfieldUnits) {
+  sn::Registry registry;
+  sn::load_plugin(STOKE_EXAMPLE_PLUGIN, registry);
+  const std::vector<std::byte> bytes = sn::read_file(std::string(STOKE_TEST_DICOM_DIR) + "/CT_small.dcm");
+  const cv::Mat hu = sn::decode_dicom(bytes, "CT_small.dcm");
+  ASSERT_EQ(hu.type(), CV_16SC1);
+  double lowest = 0;
+  double highest = 0;
+  cv::minMaxLoc(hu, &lowest, &highest);
+  EXPECT_LT(lowest, -600);  // air and lung in the slice, as well as tissue
+  EXPECT_GT(highest, 40);
+  sn::Image image{.pixels = hu.clone(), .name = "CT_small.dcm"};
+  sn::ItemRng rng(1, 0, 0);
+  (*registry.make("window preset=lung"))(image, rng);
+  ASSERT_EQ(image.pixels.type(), CV_8UC1);
+  int off_by_one = 0;
+  for (int y = 0; y < hu.rows; ++y) {
+    for (int x = 0; x < hu.cols; ++x) {
+      const double t = std::clamp((hu.at<std::int16_t>(y, x) + 1350.0) / 1500.0, 0.0, 1.0) * 255.0;
+      const int got = image.pixels.at<std::uint8_t>(y, x);
+      ASSERT_LE(std::abs(got - t), 0.5 + 1e-3) << "(" << x << ", " << y << ") HU " << hu.at<std::int16_t>(y, x);
+      if (got != static_cast<int>(std::lround(t))) ++off_by_one;  // float rounding at .5
+    }
+  }
+  EXPECT_LT(off_by_one, hu.total() / 100);
+}
+#endif
 
 TEST(Plugin, ExampleWindowLumaModeWritesGreyAndInvertFlips) {
   sn::Registry registry;
