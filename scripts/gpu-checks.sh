@@ -7,6 +7,9 @@
 #
 #   OUT=/tmp/suite scripts/run-on-device.sh scripts/gpu-checks.sh
 #
+# (with bundle.tar.xz from scripts/make-bundle.sh carried; the first GPU run, issue 24, took three
+# such calls of 3-4 minutes each, startup included, on an H200)
+#
 # Every step has its own time limit (a slow step costs its limit, not the lease). Logs go to
 # $CHECKS_OUT (default out/gpu-checks): checks.log, and the JSON lines in results.jsonl.
 # Environment: STEPS (timed resnet50 steps, default 6), SKIP (space-separated step names to skip:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the bundle (scripts/make-bundle.sh) on the GPU machine, from the repository root there:
-# every test executable in bundle/libexec/stoke/tests, then the command given as arguments, if any.
+# unpacks bundle.tar.xz when it was carried, then runs every test executable in
+# bundle/libexec/stoke/tests, then the command given as arguments, if any.
 #
 #   scripts/run-on-device.sh
 #   scripts/run-on-device.sh bundle/bin/stoke bench device --batch 256 --size 224
@@ -21,8 +22,14 @@ mkdir -p "$out"
 bundle=bundle
 
 main() {
+  # What travels is the archive (scripts/make-bundle.sh): unpack it unless the bundle is newer.
+  if [[ -f "$bundle.tar.xz" && ( ! -x "$bundle/bin/stoke" || "$bundle.tar.xz" -nt "$bundle/bin/stoke" ) ]]; then
+    echo "run-on-device.sh: unpacking $bundle.tar.xz"
+    rm -rf "$bundle"
+    tar -xJf "$bundle.tar.xz" || return 2
+  fi
   if [[ ! -x "$bundle/bin/stoke" ]]; then
-    echo "run-on-device.sh: no $bundle/bin/stoke here; build it with scripts/make-bundle.sh and carry $bundle/"
+    echo "run-on-device.sh: no $bundle/bin/stoke here; build it with scripts/make-bundle.sh and carry $bundle.tar.xz"
     return 2
   fi
 
