@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "dataset_support.hpp"
+#include "image_files.hpp"
 
 namespace stoke::nodes {
 
@@ -21,103 +22,10 @@ const std::vector<std::string>& default_image_extensions() {
 
 namespace {
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
-bool hidden(const fs::path& path) {
-  const std::string name = path.filename().string();
-  return !name.empty() && name.front() == '.';
-}
+using detail::is_hidden;
+using detail::sorted_entries;
 
 std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
-
-[[noreturn]] void cannot_list(const fs::path& dir, const std::error_code& error) {
-  throw std::runtime_error("ImageFolder: cannot list " + quoted(dir) + ": " + error.message() +
-                           " (check that the folder is readable)");
-}
-
-/// The entries of `dir`, sorted by name (byte order).
-std::vector<fs::directory_entry> sorted_entries(const fs::path& dir) {
-  std::error_code error;
-  fs::directory_iterator it(dir, error);
-  if (error) cannot_list(dir, error);
-  std::vector<fs::directory_entry> entries;
-  for (const fs::directory_iterator end; it != end; it.increment(error)) {
-    if (error) cannot_list(dir, error);
-    entries.push_back(*it);
-  }
-  if (error) cannot_list(dir, error);
-  std::sort(entries.begin(), entries.end(), [](const fs::directory_entry& a, const fs::directory_entry& b) {
-    return a.path().filename().native() < b.path().filename().native();
-  });
-  return entries;
-}
-
-/// Walks one class folder (and the folders inside it, following links), sorting files into
-/// images and ignored ones.
-class ClassWalker {
- public:
-  ClassWalker(const std::set<std::string>& extensions, std::vector<IgnoredFile>& ignored)
-      : extensions_(extensions), ignored_(ignored) {}
-
-  /// Appends the images under `dir` to `images`.
-  void walk(const fs::path& dir, std::vector<fs::path>& images) {
-    std::error_code error;
-    const fs::path real = fs::canonical(dir, error);
-    if (error) cannot_list(dir, error);
-    // A link back to a folder on the current path would be walked forever.
-    if (!ancestors_.insert(real.native()).second) {
-      ignored_.push_back({dir.string(), "symbolic link to a folder that contains it (not followed)"});
-      return;
-    }
-    for (const fs::directory_entry& entry : sorted_entries(dir)) {
-      const fs::path& path = entry.path();
-      if (hidden(path)) {
-        ignored_.push_back({path.string(), "hidden (name starts with '.')"});
-        continue;
-      }
-      const fs::file_status status = entry.status(error);  // follows symbolic links
-      if (error && status.type() != fs::file_type::not_found) {
-        ignored_.push_back({path.string(), "cannot stat: " + error.message()});
-        continue;
-      }
-      switch (status.type()) {
-        case fs::file_type::directory:
-          walk(path, images);
-          break;
-        case fs::file_type::regular:
-          classify(path, images);
-          break;
-        case fs::file_type::not_found:
-          ignored_.push_back({path.string(), "broken symbolic link"});
-          break;
-        default:
-          ignored_.push_back({path.string(), "not a regular file"});
-          break;
-      }
-    }
-    ancestors_.erase(real.native());
-  }
-
- private:
-  void classify(const fs::path& path, std::vector<fs::path>& images) {
-    const std::string extension = lower(path.extension().string());
-    if (extension.empty()) {
-      ignored_.push_back({path.string(), "not an image (no extension)"});
-    } else if (extensions_.count(extension.substr(1)) == 0) {
-      ignored_.push_back({path.string(), "not an image (" + extension + ")"});
-    } else {
-      images.push_back(path);
-    }
-  }
-
-  const std::set<std::string>& extensions_;
-  std::vector<IgnoredFile>& ignored_;
-  std::set<std::string> ancestors_;
-};
 
 std::string join(const std::set<std::string>& words) {
   std::string text;
@@ -128,14 +36,7 @@ std::string join(const std::set<std::string>& words) {
 }  // namespace
 
 ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std::move(root)) {
-  std::set<std::string> extensions;
-  for (const std::string& extension : options.extensions) {
-    std::string normal = lower(extension);
-    if (!normal.empty() && normal.front() == '.') normal.erase(0, 1);
-    if (normal.empty()) throw std::invalid_argument("ImageFolder: an empty image extension was given");
-    extensions.insert(std::move(normal));
-  }
-  if (extensions.empty()) throw std::invalid_argument("ImageFolder: no image extensions were given");
+  const std::set<std::string> extensions = detail::extension_set(options.extensions, "ImageFolder");
 
   std::error_code error;
   const fs::file_status status = fs::status(root_, error);
@@ -144,7 +45,10 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std:
                              " does not exist: pass the folder that holds one subfolder per class (" +
                              (root_ / "<class>" / "<image>").string() + ")");
   }
-  if (error) cannot_list(root_, error);
+  if (error) {
+    throw std::runtime_error("ImageFolder: cannot list " + quoted(root_) + ": " + error.message() +
+                             " (check that the folder is readable)");
+  }
   if (status.type() != fs::file_type::directory) {
     throw std::runtime_error("ImageFolder: " + quoted(root_) +
                              " is not a folder: pass the folder that holds one subfolder per class "
@@ -153,9 +57,9 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std:
 
   std::vector<fs::path> class_dirs;
   std::size_t loose_images = 0;
-  for (const fs::directory_entry& entry : sorted_entries(root_)) {
+  for (const fs::directory_entry& entry : sorted_entries(root_, "ImageFolder")) {
     const fs::path& path = entry.path();
-    if (hidden(path)) {
+    if (is_hidden(path)) {
       ignored_.push_back({path.string(), "hidden (name starts with '.')"});
       continue;
     }
@@ -168,7 +72,7 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std:
       ignored_.push_back({path.string(), "broken symbolic link"});
       continue;
     }
-    const std::string extension = lower(path.extension().string());
+    const std::string extension = detail::lower_ascii(path.extension().string());
     if (!extension.empty() && extensions.count(extension.substr(1)) != 0) ++loose_images;
     ignored_.push_back({path.string(), "not in a class folder (images go in root/<class>/)"});
   }
@@ -182,7 +86,7 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std:
     throw std::runtime_error(message);
   }
 
-  ClassWalker walker(extensions, ignored_);
+  detail::ImageWalker walker(extensions, ignored_, "ImageFolder");
   for (std::size_t label = 0; label < class_dirs.size(); ++label) {
     std::vector<fs::path> images;
     walker.walk(class_dirs[label], images);

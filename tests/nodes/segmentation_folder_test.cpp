@@ -89,6 +89,20 @@ TEST(SegmentationFolder, MissingFoldersAndSharedNamesAreErrorsSayingWhatToDo) {
   EXPECT_THROW(SegmentationFolder(root.path(), {.allow_unmatched = true}), std::runtime_error);  // no pair at all
 }
 
+// The folders are walked as ImageFolder walks them: a link back into the walk is not followed.
+TEST(SegmentationFolder, ALinkBackIntoTheFolderIsListedNotWalkedForever) {
+  TempDir root;
+  write_bytes(root / "images/a.jpg", distinct_bytes(1));
+  write_bytes(root / "masks/a.png", distinct_bytes(2));
+  fs::create_directory_symlink(root / "masks", root / "masks/loop");
+  const SegmentationFolder folder(root.path());
+  EXPECT_EQ(folder.size(), 1u);
+  std::vector<std::string> listed;
+  for (const IgnoredFile& f : folder.ignored()) listed.push_back(f.path + ": " + f.reason);
+  EXPECT_THAT(listed, ::testing::Contains(HasSubstr("loop: symbolic link to a folder that contains it")));
+  EXPECT_THROW(folder.read(1), std::out_of_range);
+}
+
 // End to end with real files: a JPEG photo and a JPEG-stored mask (grey, so one channel), decoded
 // into an Image whose mask has the photo's size.
 TEST(SegmentationFolder, ADecoderGivesTheImageWithItsMask) {

@@ -17,14 +17,18 @@
 #include <vector>
 
 #include "stoke/nodes/dataset.hpp"
+#include "stoke/nodes/image_folder.hpp"
 
 namespace stoke::nodes {
+
+/// default_image_extensions() and "dcm" (DICOM, decoded with stoke::dicom).
+const std::vector<std::string>& default_segmentation_extensions();
 
 struct SegmentationFolderOptions {
   std::string images = "images";  ///< the images' folder below the root
   std::string masks = "masks";    ///< the masks' folder below the root
   /// File extensions (without the dot) that are images or masks; matched case-insensitively.
-  std::vector<std::string> extensions = {"jpg", "jpeg", "png", "bmp", "webp", "tif", "tiff", "ppm", "pgm", "dcm"};
+  std::vector<std::string> extensions = default_segmentation_extensions();
   /// An image without a mask, or a mask without an image, is an error naming them (the default),
   /// or with this set is left out and listed by ignored().
   bool allow_unmatched = false;
@@ -35,7 +39,9 @@ struct SegmentationFolderOptions {
 /// Throws std::runtime_error naming the folder and what to do when the root, images/ or masks/
 /// is missing or there is no pair; naming the files when two masks (or two images) share a name,
 /// and, unless allow_unmatched, when images and masks do not match (up to 5 of each listed, with
-/// their counts). Entries starting with '.' are skipped. Thread-safe to read.
+/// their counts). Folders are walked as ImageFolder walks them (hidden entries skipped, links
+/// followed, a link back into the walk refused, what is left out listed by ignored()).
+/// Thread-safe to read.
 class SegmentationFolder final : public Dataset {
  public:
   explicit SegmentationFolder(std::filesystem::path root, SegmentationFolderOptions options = {});
