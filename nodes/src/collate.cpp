@@ -23,6 +23,13 @@ void copy_rows(const cv::Mat& from, std::byte* to, std::size_t row_bytes) {
 }  // namespace
 
 void check_fits(const Image& image, const BatchShape& shape) {
+  // Batches hold pixels and labels only, so far: a mask or targets would be dropped without a word.
+  if (!image.mask.empty() || !image.targets.empty()) {
+    throw std::invalid_argument("collate: " + item_name(image) + " carries " +
+                                (image.mask.empty() ? std::string("targets") : std::string("a mask")) +
+                                ", but batches hold pixels and labels only (masks and targets in batches are not "
+                                "built yet); leave them out of the samples, or batch them yourself");
+  }
   const PixelLayout wanted = pixel_layout(shape.layout);
   if (image.layout != wanted) {
     throw std::invalid_argument("collate: " + item_name(image) + " has layout " + std::string(to_string(image.layout)) +

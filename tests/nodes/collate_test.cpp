@@ -208,6 +208,30 @@ TEST(Collate, FloatPlanesAreCopiedAsNchw) {
   EXPECT_EQ(batches[0].labels()[1], label_of(4));
 }
 
+// Nothing is lost quietly: a mask or targets, which batches do not hold yet, are an error.
+TEST(Collate, AMaskOrTargetsAreRefusedRatherThanDropped) {
+  BatchPool pool(BatchShape{.batch_size = 2, .height = 4, .width = 6}, 1);
+  Collate collate(pool);
+  Collector collector;
+  graph::Emitter<Batch> out(collector);
+  Image with_mask = make_u8(1, 0, 6, 4);
+  with_mask.name = "seg.png";
+  with_mask.mask = cv::Mat(4, 6, CV_8UC1, cv::Scalar(1));
+  EXPECT_THROW(
+      {
+        try {
+          collate(std::move(with_mask), out);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find("seg.png carries a mask"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
+  Image with_targets = make_u8(2, 0, 6, 4);
+  with_targets.targets["age"] = Target{.shape = {}, .values = {3.0f}};
+  EXPECT_THROW(collate(std::move(with_targets), out), std::invalid_argument);
+}
+
 TEST(Collate, WrongSizeIsAnErrorNamingTheItemAndBothSizes) {
   BatchPool pool(BatchShape{.batch_size = 2, .height = 224, .width = 224}, 1);
   Collate collate(pool);
