@@ -1,10 +1,18 @@
 #include "image_files.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
+
+#include "stoke/nodes/decode.hpp"
 
 namespace stoke::nodes::detail {
 namespace {
@@ -16,7 +24,47 @@ namespace fs = std::filesystem;
                            " (check that the folder is readable)");
 }
 
+// A name scanners give instead of an extension: "IM0001" (none) or a UID, "1.2.840.113619.2.55"
+// (an all-digit one).
+bool scanner_style(const std::string& extension) {
+  return extension.empty() || (extension.size() > 1 && std::all_of(extension.begin() + 1, extension.end(),
+                                                                   [](char c) { return c >= '0' && c <= '9'; }));
+}
+
 }  // namespace
+
+bool is_dicom_file(const fs::path& path, std::string& why) {
+  constexpr std::size_t preamble = 132;  // 128 bytes, then "DICM"
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    why = std::string("cannot open: ") + std::strerror(errno);
+    return false;
+  }
+  std::array<std::byte, preamble> bytes{};
+  std::size_t done = 0;
+  int error = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) error = errno;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  if (error != 0) {
+    why = std::string("cannot read: ") + std::strerror(error);
+    return false;
+  }
+  if (done < bytes.size()) {
+    why = std::to_string(done) + " bytes, shorter than DICOM's 128-byte preamble and \"DICM\"";
+    return false;
+  }
+  if (detect_format(bytes) != ImageFormat::dicom) {
+    why = "no \"DICM\" at byte 128";
+    return false;
+  }
+  return true;
+}
 
 std::string lower_ascii(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(),
@@ -97,7 +145,16 @@ void ImageWalker::walk(const fs::path& dir, std::vector<fs::path>& images) {
 
 void ImageWalker::classify(const fs::path& path, std::vector<fs::path>& images) {
   const std::string extension = lower_ascii(path.extension().string());
-  if (extension.empty()) {
+  if (probe_extensionless_dicom_ && scanner_style(extension) &&
+      (extension.empty() || extensions_.count(extension.substr(1)) == 0)) {
+    std::string why;
+    if (is_dicom_file(path, why)) {
+      images.push_back(path);
+    } else {
+      ignored_.push_back({path.string(), "not an image (" + (extension.empty() ? "no extension" : extension) +
+                                             ") and not DICOM: " + why});
+    }
+  } else if (extension.empty()) {
     ignored_.push_back({path.string(), "not an image (no extension)"});
   } else if (extensions_.count(extension.substr(1)) == 0) {
     ignored_.push_back({path.string(), "not an image (" + extension + ")"});

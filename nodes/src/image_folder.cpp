@@ -15,8 +15,8 @@ namespace stoke::nodes {
 namespace fs = std::filesystem;
 
 const std::vector<std::string>& default_image_extensions() {
-  static const std::vector<std::string> extensions{"jpg", "jpeg", "png", "bmp", "gif", "webp",
-                                                   "tif", "tiff", "ppm", "pgm", "pbm"};
+  static const std::vector<std::string> extensions{"jpg",  "jpeg", "png", "bmp", "gif", "webp", "tif",
+                                                   "tiff", "ppm",  "pgm", "pbm", "dcm", "dicom"};
   return extensions;
 }
 
@@ -86,13 +86,14 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std:
     throw std::runtime_error(message);
   }
 
-  detail::ImageWalker walker(extensions, ignored_, "ImageFolder");
+  detail::ImageWalker walker(extensions, ignored_, "ImageFolder", options.probe_extensionless_dicom);
   for (std::size_t label = 0; label < class_dirs.size(); ++label) {
     std::vector<fs::path> images;
     walker.walk(class_dirs[label], images);
     if (images.empty() && !options.allow_empty_classes) {
       throw std::runtime_error("ImageFolder: class folder " + quoted(class_dirs[label]) +
                                " has no images (extensions: " + join(extensions) +
+                               (options.probe_extensionless_dicom ? "; and DICOM files without one" : "") +
                                "): add images, remove the folder, or set allow_empty_classes");
     }
     // torchvision's order: sorted(os.walk(...)) visits folders in path order, files by name.

@@ -1,13 +1,17 @@
 // ImageFolder: torchvision's layout, deterministic order, ignored files with reasons, errors that
-// name the path, and a run through a stoke::graph pipeline.
+// name the path, DICOM files by extension or (when asked) by their preamble, and a run through a
+// stoke::graph pipeline.
 #include "stoke/nodes/image_folder.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dataset_test_support.hpp"
@@ -87,6 +91,64 @@ TEST(ImageFolder, ExtensionsCanBeChosen) {
   make_folder(dir);
   const ImageFolder folder(dir.path(), {.extensions = {".PNG", "txt"}, .allow_empty_classes = true});
   EXPECT_EQ(relative_names(folder), (std::vector<std::string>{"cat/notes.txt", "cat/y.PNG", "cat/z.png"}));
+}
+
+/// The start of a DICOM Part 10 file: a 128-byte zero preamble, "DICM", then a few bytes (not a
+/// whole file: these tests list, they do not decode).
+std::vector<std::byte> dicom_start(std::uint32_t seed) {
+  std::vector<std::byte> bytes(128);
+  for (const char c : std::string_view("DICM")) bytes.push_back(static_cast<std::byte>(c));
+  const std::vector<std::byte> rest = test::distinct_bytes(seed, 8);
+  bytes.insert(bytes.end(), rest.begin(), rest.end());
+  return bytes;
+}
+
+std::map<std::string, std::string> ignored_reasons(const ImageFolder& folder, const fs::path& root) {
+  std::map<std::string, std::string> reasons;
+  for (const IgnoredFile& file : folder.ignored())
+    reasons[fs::path(file.path).lexically_relative(root).string()] = file.reason;
+  return reasons;
+}
+
+TEST(ImageFolder, DcmAndDicomFilesAreImagesByDefault) {
+  const std::vector<std::string>& defaults = default_image_extensions();
+  EXPECT_NE(std::find(defaults.begin(), defaults.end(), "dcm"), defaults.end());
+  EXPECT_NE(std::find(defaults.begin(), defaults.end(), "dicom"), defaults.end());
+
+  TempDir dir;
+  test::write_bytes(dir / "ct/b.dcm", dicom_start(1));
+  test::write_bytes(dir / "ct/a.DICOM", dicom_start(2));
+  test::write_bytes(dir / "mr/series1/c.DCM", dicom_start(3));
+  const ImageFolder folder(dir.path());
+  EXPECT_EQ(folder.classes(), (std::vector<std::string>{"ct", "mr"}));
+  EXPECT_EQ(relative_names(folder), (std::vector<std::string>{"ct/a.DICOM", "ct/b.dcm", "mr/series1/c.DCM"}));
+  EXPECT_TRUE(folder.ignored().empty());
+  EXPECT_EQ(test::to_vector(folder.read(1).bytes), dicom_start(1));
+}
+
+TEST(ImageFolder, ExtensionlessDicomIsTakenOnlyWhenProbedAndOtherFilesAreIgnoredWithAReason) {
+  TempDir dir;
+  test::write_bytes(dir / "ct/a.dcm", dicom_start(1));
+  test::write_bytes(dir / "ct/IM0001", dicom_start(2));
+  test::write_bytes(dir / "ct/1.2.840.113619.2.55", dicom_start(3));  // a UID as the name
+  test::write_text(dir / "ct/README", std::string(200, 'x'));
+  test::write_text(dir / "ct/short", "DICM");
+  test::write_text(dir / "ct/notes.txt", std::string(128, '\0') + "DICM");  // an extension: not probed
+
+  const ImageFolder plain(dir.path());
+  EXPECT_EQ(relative_names(plain), (std::vector<std::string>{"ct/a.dcm"}));
+  auto reasons = ignored_reasons(plain, dir.path());
+  EXPECT_THAT(reasons["ct/IM0001"], HasSubstr("not an image (no extension)"));
+  EXPECT_THAT(reasons["ct/1.2.840.113619.2.55"], HasSubstr("not an image (.55)"));
+
+  const ImageFolder probed(dir.path(), {.probe_extensionless_dicom = true});
+  EXPECT_EQ(relative_names(probed), (std::vector<std::string>{"ct/1.2.840.113619.2.55", "ct/IM0001", "ct/a.dcm"}));
+  reasons = ignored_reasons(probed, dir.path());
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_EQ(reasons["ct/README"], "not an image (no extension) and not DICOM: no \"DICM\" at byte 128");
+  EXPECT_THAT(reasons["ct/short"], HasSubstr("not DICOM: 4 bytes, shorter than"));
+  EXPECT_EQ(reasons["ct/notes.txt"], "not an image (.txt)");
+  EXPECT_EQ(test::to_vector(probed.read(1).bytes), dicom_start(2));
 }
 
 TEST(ImageFolder, ReadReturnsTheFileBytesLabelIndexAndName) {

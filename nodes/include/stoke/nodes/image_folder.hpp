@@ -3,6 +3,8 @@
 //   root/cat/001.jpg          class 0 ("cat"; classes are the sorted folder names)
 //   root/cat/more/002.png     class 0 (nested folders inside a class folder are walked)
 //   root/dog/003.jpeg         class 1
+//   root/ct/004.dcm           class 2 (DICOM, decoded with stoke::dicom)
+//   root/ct/IM0005            class 2 with probe_extensionless_dicom, when it is DICOM
 //   root/notes.txt            ignored(): not in a class folder
 #pragma once
 
@@ -16,7 +18,7 @@
 namespace stoke::nodes {
 
 /// The image extensions ImageFolder counts by default, lower case, without the dot:
-/// jpg jpeg png bmp gif webp tif tiff ppm pgm pbm.
+/// jpg jpeg png bmp gif webp tif tiff ppm pgm pbm dcm dicom.
 const std::vector<std::string>& default_image_extensions();
 
 struct ImageFolderOptions {
@@ -25,6 +27,11 @@ struct ImageFolderOptions {
   /// A class folder without a single image is an error unless this is set (torchvision's
   /// allow_empty); the class then keeps its index and has no items.
   bool allow_empty_classes = false;
+  /// Also take files whose name has no extension, or an all-digit one (scanners write "IM0001" or
+  /// UIDs such as "1.2.840.113619.2.55.3"), when they are DICOM Part 10 ("DICM" at byte 128).
+  /// Each such file's first 132 bytes are read while listing; the others are listed by ignored()
+  /// with the reason.
+  bool probe_extensionless_dicom = false;
 };
 
 /// The items of an image folder, listed once at construction. Item order is deterministic:
