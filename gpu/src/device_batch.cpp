@@ -1,5 +1,7 @@
 #include "stoke/gpu/device_batch.hpp"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "device_slots.hpp"
@@ -12,7 +14,7 @@ DeviceBatch::~DeviceBatch() { release(); }
 
 DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept
     : device_(other.device_),
-      shape_(other.shape_),
+      shape_(std::move(other.shape_)),
       epoch_(other.epoch_),
       sequence_(other.sequence_),
       labels_(std::move(other.labels_)),
@@ -20,6 +22,8 @@ DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept
       names_(std::move(other.names_)),
       data_(std::exchange(other.data_, nullptr)),
       device_labels_(std::exchange(other.device_labels_, nullptr)),
+      mask_(std::exchange(other.mask_, nullptr)),
+      targets_(std::move(other.targets_)),
       input_(std::exchange(other.input_, TensorView{})),
       host_(std::move(other.host_)),
       slots_(std::move(other.slots_)),
@@ -28,13 +32,14 @@ DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept
   other.labels_.clear();
   other.indices_.clear();
   other.names_.clear();
+  other.targets_.clear();
 }
 
 DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
   if (this != &other) {
     release();
     device_ = other.device_;
-    shape_ = other.shape_;
+    shape_ = std::move(other.shape_);
     epoch_ = other.epoch_;
     sequence_ = other.sequence_;
     labels_ = std::move(other.labels_);
@@ -42,6 +47,8 @@ DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
     names_ = std::move(other.names_);
     data_ = std::exchange(other.data_, nullptr);
     device_labels_ = std::exchange(other.device_labels_, nullptr);
+    mask_ = std::exchange(other.mask_, nullptr);
+    targets_ = std::move(other.targets_);
     input_ = std::exchange(other.input_, TensorView{});
     host_ = std::move(other.host_);
     slots_ = std::move(other.slots_);
@@ -50,6 +57,7 @@ DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
     other.labels_.clear();
     other.indices_.clear();
     other.names_.clear();
+    other.targets_.clear();
   }
   return *this;
 }
@@ -59,6 +67,8 @@ DeviceBatch::DeviceBatch(nodes::Batch host) {
   host_ = std::move(host);
   data_ = host_.data().data();
   device_labels_ = host_.labels().data();
+  mask_ = host_.mask().data();
+  for (std::size_t k = 0; k < shape_.targets.size(); ++k) targets_.push_back(host_.target(k).data());
   input_ = pixels();
 }
 
@@ -72,15 +82,55 @@ void DeviceBatch::take_metadata(nodes::Batch& batch) {
   for (std::string& name : batch.names()) names_.push_back(std::move(name));
 }
 
+DType to_dtype(nodes::ElementType type) noexcept {
+  switch (type) {
+    case nodes::ElementType::u8:
+      return DType::u8;
+    case nodes::ElementType::u16:
+      return DType::u16;
+    case nodes::ElementType::i16:
+      return DType::i16;
+    case nodes::ElementType::i32:
+      return DType::i32;
+    case nodes::ElementType::f32:
+      return DType::f32;
+  }
+  return DType::u8;
+}
+
 TensorView DeviceBatch::pixels() const noexcept {
-  const bool u8 = shape_.layout == nodes::BatchLayout::nhwc_u8;
+  const bool nhwc = shape_.layout == nodes::BatchLayout::nhwc;
   return TensorView{.data = data_,
-                    .dtype = u8 ? DType::u8 : DType::f32,
-                    .layout = u8 ? TensorLayout::nhwc : TensorLayout::nchw,
+                    .dtype = to_dtype(shape_.pixel_type),
+                    .layout = nhwc ? TensorLayout::nhwc : TensorLayout::nchw,
                     .n = size(),
                     .c = shape_.channels,
                     .h = shape_.height,
                     .w = shape_.width};
+}
+
+TensorView DeviceBatch::mask() const noexcept {
+  if (!shape_.mask || mask_ == nullptr) return TensorView{};
+  return TensorView{.data = mask_,
+                    .dtype = to_dtype(*shape_.mask),
+                    .layout = TensorLayout::nhwc,
+                    .n = size(),
+                    .c = 1,
+                    .h = shape_.height,
+                    .w = shape_.width};
+}
+
+const float* DeviceBatch::device_target(std::size_t k) const {
+  if (k >= targets_.size())
+    throw std::out_of_range("DeviceBatch::device_target: target " + std::to_string(k) + " of a batch with " +
+                            std::to_string(targets_.size()) + " targets");
+  return targets_[k];
+}
+
+const float* DeviceBatch::device_target(std::string_view name) const {
+  if (const auto k = shape_.target_index(name)) return device_target(*k);
+  throw std::out_of_range("DeviceBatch::device_target: the batch has no target '" + std::string(name) + "' (" +
+                          shape_.describe() + ")");
 }
 
 const Event* DeviceBatch::ready() const noexcept { return slot_ ? &slot_->copy_end : nullptr; }
@@ -95,6 +145,8 @@ void DeviceBatch::release() noexcept {
   host_.release();
   data_ = nullptr;
   device_labels_ = nullptr;
+  mask_ = nullptr;
+  targets_.clear();
   input_ = TensorView{};
 }
 

@@ -24,12 +24,15 @@ namespace stoke::gpu::detail {
 /// One device batch buffer and the events that order its use: the copy's start and end (the end
 /// is DeviceBatch::ready()), and the compute stage's start and end.
 struct DeviceSlot {
-  DeviceSlot(Device device, std::size_t id, std::size_t data_bytes, std::size_t batch_size);
+  /// Its block holds every field the host batches carry but the indices, laid out by `layout`.
+  DeviceSlot(Device device, std::size_t id, const nodes::BatchBlock& layout);
 
   std::size_t id;
-  DeviceBuffer block;  // pixels, then labels
+  DeviceBuffer block;
   std::byte* data = nullptr;
+  std::byte* mask = nullptr;
   std::int32_t* labels = nullptr;
+  std::vector<float*> targets;
   Event copy_start;
   Event copy_end;
   Event compute_start;

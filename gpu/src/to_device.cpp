@@ -15,8 +15,14 @@ namespace stoke::gpu {
 namespace detail {
 
 namespace {
-constexpr std::size_t labels_alignment = 256;  // cudaMalloc's own alignment
-constexpr std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+constexpr std::size_t field_alignment = 256;  // cudaMalloc's own alignment
+
+/// Bytes of a host batch's fields that cross to the device: all but the indices (and names).
+std::size_t crossing_bytes(const nodes::Batch& batch) {
+  std::size_t bytes = batch.data().size() + batch.mask().size() + batch.labels().size_bytes();
+  for (std::size_t k = 0; k < batch.shape().targets.size(); ++k) bytes += batch.target(k).size_bytes();
+  return bytes;
+}
 
 void check_shape(const nodes::Batch& batch, const nodes::BatchShape& expected) {
   if (!batch.valid()) throw std::invalid_argument("to-device: got an empty Batch (moved from or released)");
@@ -26,15 +32,18 @@ void check_shape(const nodes::Batch& batch, const nodes::BatchShape& expected) {
 }
 }  // namespace
 
-DeviceSlot::DeviceSlot(Device device, std::size_t id_in, std::size_t data_bytes, std::size_t batch_size)
+DeviceSlot::DeviceSlot(Device device, std::size_t id_in, const nodes::BatchBlock& layout)
     : id(id_in),
-      block(device, align_up(data_bytes, labels_alignment) + batch_size * sizeof(std::int32_t)),
+      block(device, layout.bytes),
       copy_start(device, {.timing = true, .blocking_sync = false}),
       copy_end(device, {.timing = true, .blocking_sync = true}),
       compute_start(device, {.timing = true, .blocking_sync = false}),
       compute_end(device, {.timing = true, .blocking_sync = true}) {
-  data = block.as<std::byte>();
-  labels = reinterpret_cast<std::int32_t*>(data + align_up(data_bytes, labels_alignment));
+  std::byte* base = block.as<std::byte>();
+  data = base + layout.pixels;
+  mask = base + layout.mask;
+  labels = reinterpret_cast<std::int32_t*>(base + layout.labels);
+  for (std::size_t offset : layout.targets) targets.push_back(reinterpret_cast<float*>(base + offset));
 }
 
 DeviceSlots::DeviceSlots(Device device, const nodes::BatchShape& shape, ToDeviceOptions options)
@@ -45,11 +54,11 @@ DeviceSlots::DeviceSlots(Device device, const nodes::BatchShape& shape, ToDevice
   if (device_.is_cpu()) return;  // batches pass through; nothing to allocate
   stream_.emplace(device_, StreamPriority::high);  // compute waits on copies: let them go first
   slots_.reserve(options.slots);
+  const nodes::BatchBlock layout = nodes::block_layout(shape_, field_alignment);
   try {
-    for (std::size_t i = 0; i < options.slots; ++i)
-      slots_.push_back(std::make_unique<DeviceSlot>(device_, i, shape_.data_bytes(), shape_.batch_size));
+    for (std::size_t i = 0; i < options.slots; ++i) slots_.push_back(std::make_unique<DeviceSlot>(device_, i, layout));
   } catch (const CudaOutOfMemory& oom) {
-    const std::size_t per_slot = shape_.data_bytes() + shape_.batch_size * sizeof(std::int32_t);
+    const std::size_t per_slot = layout.bytes;
     throw CudaOutOfMemory(oom.library(), oom.code(), oom.code_name(), oom.text(), oom.call(), oom.file(), oom.line(),
                           "to-device: " + std::to_string(options.slots) + " device slots of " + shape_.describe() +
                               " (" + format_bytes(per_slot) + " each) do not fit on " + device_.str() +
@@ -72,7 +81,7 @@ void DeviceSlots::submit(nodes::Batch batch, graph::Completion<DeviceBatch> done
       std::lock_guard lock(mutex_);
       out.sequence_ = next_sequence_++;
       ++stats_.batches;
-      stats_.bytes += out.pixels().bytes() + out.size() * sizeof(std::int32_t);
+      stats_.bytes += crossing_bytes(out.host_);
     }
     done(std::move(out));
     return;
@@ -128,7 +137,10 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
     const StreamView copy = stream_->view();
     slot.copy_start.record(copy);
     copy_async(slot.data, host.data().data(), host.data().size(), copy);
+    if (host.has_mask()) copy_async(slot.mask, host.mask().data(), host.mask().size(), copy);
     copy_async(slot.labels, host.labels().data(), host.labels().size_bytes(), copy);
+    for (std::size_t k = 0; k < slot.targets.size(); ++k)
+      copy_async(slot.targets[k], host.target(k).data(), host.target(k).size_bytes(), copy);
     slot.copy_end.record(copy);
 
     DeviceBatch out;
@@ -136,13 +148,15 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
     out.take_metadata(waiting.batch);
     out.data_ = slot.data;
     out.device_labels_ = slot.labels;
+    out.mask_ = slot.mask;
+    out.targets_.assign(slot.targets.begin(), slot.targets.end());
     out.input_ = out.pixels();
     std::uint64_t sequence = 0;
     {
       std::lock_guard lock(mutex_);
       sequence = next_sequence_++;
       ++stats_.batches;
-      stats_.bytes += host.data().size() + host.labels().size_bytes();
+      stats_.bytes += crossing_bytes(host);
       slot.host = std::move(host);  // back to its pool once the copy has read it
       slot.holds = 2;
     }

@@ -1,35 +1,97 @@
 #include "stoke/nodes/batch.hpp"
 
+#include <opencv2/core/hal/interface.h>
+
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
 namespace stoke::nodes {
 
+static_assert(cv_depth(ElementType::u8) == CV_8U && cv_depth(ElementType::u16) == CV_16U &&
+              cv_depth(ElementType::i16) == CV_16S && cv_depth(ElementType::i32) == CV_32S &&
+              cv_depth(ElementType::f32) == CV_32F);
+
 std::string_view to_string(BatchLayout layout) noexcept {
   switch (layout) {
-    case BatchLayout::nhwc_u8:
-      return "nhwc_u8";
-    case BatchLayout::nchw_f32:
-      return "nchw_f32";
+    case BatchLayout::nhwc:
+      return "nhwc";
+    case BatchLayout::nchw:
+      return "nchw";
   }
   return "unknown";
 }
 
+std::size_t TargetShape::elements() const noexcept {
+  std::size_t n = 1;
+  for (std::int64_t d : shape) n *= d > 0 ? static_cast<std::size_t>(d) : 0;
+  return n;
+}
+
+std::optional<std::size_t> BatchShape::target_index(std::string_view name) const noexcept {
+  for (std::size_t k = 0; k < targets.size(); ++k)
+    if (targets[k].name == name) return k;
+  return std::nullopt;
+}
+
 void BatchShape::validate() const {
-  const auto bad = [this](const char* field) {
-    return std::invalid_argument(std::string("batch shape ") + describe() + ": " + field + " must be positive");
+  const auto bad = [this](const std::string& what) {
+    return std::invalid_argument("batch shape " + describe() + ": " + what);
   };
-  if (batch_size == 0) throw bad("batch_size");
-  if (height <= 0) throw bad("height");
-  if (width <= 0) throw bad("width");
-  if (channels <= 0) throw bad("channels");
-  if (layout != BatchLayout::nhwc_u8 && layout != BatchLayout::nchw_f32)
-    throw std::invalid_argument("batch shape: unknown layout " + std::to_string(static_cast<int>(layout)));
+  if (batch_size == 0) throw bad("batch_size must be positive");
+  if (height <= 0) throw bad("height must be positive");
+  if (width <= 0) throw bad("width must be positive");
+  if (channels <= 0) throw bad("channels must be positive");
+  if (layout != BatchLayout::nhwc && layout != BatchLayout::nchw)
+    throw bad("unknown layout " + std::to_string(static_cast<int>(layout)));
+  if (layout == BatchLayout::nchw && pixel_type != ElementType::f32)
+    throw bad("nchw batches hold normalized float planes: set pixel_type = f32");
+  if (pixel_type == ElementType::i32) throw bad("pixels must be u8, u16, i16 or f32 (i32 is a mask type)");
+  if (mask && *mask != ElementType::u8 && *mask != ElementType::u16 && *mask != ElementType::i32)
+    throw bad("a mask holds class ids: u8, u16 or i32, not " + std::string(to_string(*mask)));
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    const TargetShape& target = targets[k];
+    if (target.name.empty()) throw bad("target " + std::to_string(k) + " has no name");
+    if (target_index(target.name) != k) throw bad("target '" + target.name + "' is named twice");
+    for (std::int64_t d : target.shape)
+      if (d <= 0) throw bad("target '" + target.name + "' has a dimension that is not positive");
+  }
 }
 
 std::string BatchShape::describe() const {
-  return std::to_string(batch_size) + " x " + std::to_string(height) + "x" + std::to_string(width) + "x" +
-         std::to_string(channels) + " " + std::string(to_string(layout));
+  std::string text = std::to_string(batch_size) + " x " + std::to_string(height) + "x" + std::to_string(width) + "x" +
+                     std::to_string(channels) + " " + std::string(to_string(layout)) + " " +
+                     std::string(to_string(pixel_type));
+  if (mask) text += " + mask " + std::string(to_string(*mask));
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    text += k == 0 ? " + targets " : ", ";
+    text += targets[k].name;
+    if (!targets[k].shape.empty()) {
+      text += "[";
+      for (std::size_t d = 0; d < targets[k].shape.size(); ++d)
+        text += (d ? "x" : "") + std::to_string(targets[k].shape[d]);
+      text += "]";
+    }
+  }
+  return text;
+}
+
+BatchBlock block_layout(const BatchShape& shape, std::size_t alignment) {
+  const auto align_up = [alignment](std::size_t n) { return (n + alignment - 1) / alignment * alignment; };
+  BatchBlock block;
+  std::size_t at = align_up(shape.data_bytes());
+  block.mask = at;
+  at = align_up(at + shape.batch_size * shape.mask_item_bytes());
+  block.labels = at;
+  at = align_up(at + shape.batch_size * sizeof(std::int32_t));
+  block.indices = at;
+  at = align_up(at + shape.batch_size * sizeof(std::uint64_t));
+  for (const TargetShape& target : shape.targets) {
+    block.targets.push_back(at);
+    at = align_up(at + shape.batch_size * target.elements() * sizeof(float));
+  }
+  block.bytes = at;
+  return block;
 }
 
 Batch::Batch(Batch&& other) noexcept
@@ -62,39 +124,40 @@ void Batch::set_size(std::size_t n) {
   if (valid()) slot_->size = n;
 }
 
-namespace {
-void require_layout(const Batch& batch, BatchLayout wanted) {
-  const BatchShape* shape = &batch.shape();
-  if (batch.valid() && shape->layout != wanted)
-    throw std::logic_error("Batch: asked for " + std::string(to_string(wanted)) + " data but the batch holds " +
-                           std::string(to_string(shape->layout)) + " (use " +
-                           (shape->layout == BatchLayout::nhwc_u8 ? "u8()" : "f32()") + ")");
-}
-}  // namespace
-
-std::span<std::uint8_t> Batch::u8() {
-  require_layout(*this, BatchLayout::nhwc_u8);
-  auto bytes = data();
-  return {reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size()};
+void Batch::require_type(ElementType held, std::optional<ElementType> wanted, const char* field) const {
+  if (valid() && wanted != held)
+    throw std::logic_error("Batch: asked for " + std::string(wanted ? to_string(*wanted) : "unknown") + " " + field +
+                           " data but the batch holds " + std::string(to_string(held)) + " (" + shape_->describe() +
+                           ")");
 }
 
-std::span<const std::uint8_t> Batch::u8() const {
-  require_layout(*this, BatchLayout::nhwc_u8);
-  auto bytes = data();
-  return {reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()};
+void Batch::require_mask_type(std::optional<ElementType> wanted) const {
+  if (!valid()) return;
+  if (!shape_->mask) throw std::logic_error("Batch: asked for masks but the batch has none (" + shape_->describe() + ")");
+  require_type(*shape_->mask, wanted, "mask");
 }
 
-// The slot's data is aligned to BatchPool::slot_alignment, so the float view is aligned.
-std::span<float> Batch::f32() {
-  require_layout(*this, BatchLayout::nchw_f32);
-  auto bytes = data();
-  return {reinterpret_cast<float*>(bytes.data()), bytes.size() / sizeof(float)};
+std::span<float> Batch::target(std::size_t k) {
+  const auto values = std::as_const(*this).target(k);
+  return {const_cast<float*>(values.data()), values.size()};
 }
 
-std::span<const float> Batch::f32() const {
-  require_layout(*this, BatchLayout::nchw_f32);
-  auto bytes = data();
-  return {reinterpret_cast<const float*>(bytes.data()), bytes.size() / sizeof(float)};
+std::span<const float> Batch::target(std::size_t k) const {
+  if (k >= shape_->targets.size())
+    throw std::out_of_range("Batch::target: target " + std::to_string(k) + " of a batch with " +
+                            std::to_string(shape_->targets.size()) + " targets");
+  return {slot_->targets[k], size() * shape_->targets[k].elements()};
 }
+
+std::size_t Batch::target_position(std::string_view name) const {
+  if (const auto k = shape_->target_index(name)) return *k;
+  std::string known;
+  for (const TargetShape& target : shape_->targets) known += (known.empty() ? "" : ", ") + target.name;
+  throw std::out_of_range("Batch::target: the batch has no target '" + std::string(name) + "' (" +
+                          (known.empty() ? std::string("it has none") : "it has " + known) + ")");
+}
+
+std::span<float> Batch::target(std::string_view name) { return target(target_position(name)); }
+std::span<const float> Batch::target(std::string_view name) const { return target(target_position(name)); }
 
 }  // namespace stoke::nodes

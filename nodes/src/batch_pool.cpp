@@ -13,7 +13,6 @@ namespace detail {
 
 namespace {
 constexpr std::size_t part_alignment = 64;  // a cache line, and enough for any element type
-constexpr std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 /// The shared state of a pool: the slots and the free list. Lives as long as any BatchPool handle
@@ -22,9 +21,8 @@ class PoolState {
  public:
   PoolState(BatchShape shape_in, std::size_t count, AllocatorPtr allocator_in)
       : shape(shape_in), allocator(std::move(allocator_in)) {
-    labels_offset = align_up(shape.data_bytes(), part_alignment);
-    indices_offset = align_up(labels_offset + shape.batch_size * sizeof(std::int32_t), part_alignment);
-    bytes_per_slot = align_up(indices_offset + shape.batch_size * sizeof(std::uint64_t), part_alignment);
+    const BatchBlock layout = block_layout(shape, part_alignment);
+    bytes_per_slot = layout.bytes;
 
     slots.resize(count);
     free.reserve(count);
@@ -33,9 +31,11 @@ class PoolState {
         BatchSlot& slot = slots[i];
         slot.id = i;
         slot.block = static_cast<std::byte*>(allocator->allocate(bytes_per_slot, BatchPool::slot_alignment));
-        slot.data = slot.block;
-        slot.labels = reinterpret_cast<std::int32_t*>(slot.block + labels_offset);
-        slot.indices = reinterpret_cast<std::uint64_t*>(slot.block + indices_offset);
+        slot.data = slot.block + layout.pixels;
+        slot.mask = slot.block + layout.mask;
+        slot.labels = reinterpret_cast<std::int32_t*>(slot.block + layout.labels);
+        slot.indices = reinterpret_cast<std::uint64_t*>(slot.block + layout.indices);
+        for (std::size_t offset : layout.targets) slot.targets.push_back(reinterpret_cast<float*>(slot.block + offset));
         slot.names.resize(shape.batch_size);
       }
     } catch (...) {
@@ -93,8 +93,6 @@ class PoolState {
 
   const BatchShape shape;
   const AllocatorPtr allocator;
-  std::size_t labels_offset = 0;
-  std::size_t indices_offset = 0;
   std::size_t bytes_per_slot = 0;
   std::vector<BatchSlot> slots;  // never resized after construction: Batches point into it
 

@@ -1,6 +1,8 @@
 #include "stoke/nodes/collate.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -9,9 +11,9 @@ namespace stoke::nodes {
 
 namespace {
 
-std::string_view to_string(PixelLayout layout) { return layout == PixelLayout::hwc ? "hwc_u8" : "chw_f32"; }
+std::string_view to_string(PixelLayout layout) { return layout == PixelLayout::hwc ? "hwc" : "chw_f32"; }
 
-// Copies `rows` rows of `row_bytes` each from a matrix that may be a ROI (rows not contiguous).
+// Copies the rows of a matrix that may be a ROI (rows not contiguous), `row_bytes` each.
 void copy_rows(const cv::Mat& from, std::byte* to, std::size_t row_bytes) {
   if (from.isContinuous()) {
     std::memcpy(to, from.data, row_bytes * static_cast<std::size_t>(from.rows));
@@ -20,47 +22,88 @@ void copy_rows(const cv::Mat& from, std::byte* to, std::size_t row_bytes) {
   for (int r = 0; r < from.rows; ++r) std::memcpy(to + static_cast<std::size_t>(r) * row_bytes, from.ptr(r), row_bytes);
 }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  if (shape.empty()) return "a scalar";
+  std::string text = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) text += (d ? "x" : "") + std::to_string(shape[d]);
+  return text + "]";
+}
+
 }  // namespace
 
+BatchShape shape_of(const Image& image, std::size_t batch_size) {
+  check_fields(image, "shape_of");
+  BatchShape shape{.batch_size = batch_size,
+                   .height = image.height(),
+                   .width = image.width(),
+                   .channels = image.channels(),
+                   .layout = image.layout == PixelLayout::hwc ? BatchLayout::nhwc : BatchLayout::nchw,
+                   .pixel_type = element_type_of_depth(image.depth()).value_or(ElementType::u8)};
+  if (!image.mask.empty()) shape.mask = element_type_of_depth(image.mask.depth());
+  for (const auto& [name, target] : image.targets) shape.targets.push_back({name, target.shape});
+  shape.validate();
+  return shape;
+}
+
 void check_fits(const Image& image, const BatchShape& shape) {
-  // Batches hold pixels and labels only, so far: a mask or targets would be dropped without a word.
-  if (!image.mask.empty() || !image.targets.empty()) {
-    throw std::invalid_argument("collate: " + item_name(image) + " carries " +
-                                (image.mask.empty() ? std::string("targets") : std::string("a mask")) +
-                                ", but batches hold pixels and labels only (masks and targets in batches are not "
-                                "built yet); leave them out of the samples, or batch them yourself");
-  }
+  const std::string who = "collate: " + item_name(image);
+  const auto fail = [&](const std::string& why) { throw std::invalid_argument(who + " " + why); };
   const PixelLayout wanted = pixel_layout(shape.layout);
   if (image.layout != wanted) {
-    throw std::invalid_argument("collate: " + item_name(image) + " has layout " + std::string(to_string(image.layout)) +
-                                " but the batch holds " + std::string(nodes::to_string(shape.layout)) +
-                                (shape.layout == BatchLayout::nhwc_u8
-                                     ? ": remove the normalize transform or use an nchw_f32 batch"
-                                     : ": end the transforms with normalize or use an nhwc_u8 batch"));
+    fail("has layout " + std::string(to_string(image.layout)) + " but the batch holds " +
+         std::string(nodes::to_string(shape.layout)) +
+         (shape.layout == BatchLayout::nhwc ? ": remove the normalize transform or use an nchw batch"
+                                            : ": end the transforms with normalize or use an nhwc batch"));
   }
-  const int type = image.layout == PixelLayout::hwc ? CV_8UC3 : CV_32FC1;
-  if (image.pixels.type() != type || (image.layout == PixelLayout::chw_f32 && image.pixels.rows % 3 != 0)) {
-    throw std::invalid_argument("collate: " + item_name(image) + " has pixels of OpenCV type " +
-                                std::to_string(image.pixels.type()) + " (" + std::to_string(image.pixels.cols) + "x" +
-                                std::to_string(image.pixels.rows) + ") that do not match its layout " +
-                                std::string(to_string(image.layout)) +
-                                (image.layout == PixelLayout::hwc ? " (CV_8UC3)" : " (CV_32FC1, 3 planes)"));
+  check_fields(image, "collate");
+  const std::optional<ElementType> type = element_type_of_depth(image.depth());
+  if (type != shape.pixel_type) {
+    fail("has " + describe_pixels(image.pixels) + " pixels but the batch holds " +
+         std::string(nodes::to_string(shape.pixel_type)) + ": build the pool with the image's pixel type (shape_of())" +
+         " or convert the pixels in a transform");
+  }
+  if (image.channels() != shape.channels) {
+    fail("has " + std::to_string(image.channels()) + " channels but the batch holds " + std::to_string(shape.channels) +
+         ": decode with the batch's colour mode, or build the pool for the image's channels");
   }
   if (image.width() != shape.width || image.height() != shape.height) {
-    throw std::invalid_argument("collate: " + item_name(image) + " is " + std::to_string(image.width()) + "x" +
-                                std::to_string(image.height()) + " but the batch holds " + std::to_string(shape.width) +
-                                "x" + std::to_string(shape.height) + ": add a resize/crop transform");
+    fail("is " + std::to_string(image.width()) + "x" + std::to_string(image.height()) + " but the batch holds " +
+         std::to_string(shape.width) + "x" + std::to_string(shape.height) + ": add a resize/crop transform");
+  }
+  if (image.mask.empty() != !shape.mask) {
+    fail(image.mask.empty() ? "has no mask but the batch holds one per item: give every sample a mask"
+                            : "carries a mask but the batch holds none: build the pool with a mask type "
+                              "(BatchShape::mask, or shape_of())");
+  }
+  if (shape.mask && element_type_of_depth(image.mask.depth()) != shape.mask) {
+    fail("has a " + describe_pixels(image.mask) + " mask but the batch holds " +
+         std::string(nodes::to_string(*shape.mask)) + " masks");
+  }
+  for (const auto& [name, target] : image.targets) {
+    const auto k = shape.target_index(name);
+    if (!k) fail("carries target '" + name + "' but the batch has no place for it: add it to BatchShape::targets");
+    if (target.shape != shape.targets[*k].shape) {
+      fail("has target '" + name + "' of shape " + shape_text(target.shape) + " but the batch holds " +
+           shape_text(shape.targets[*k].shape));
+    }
+  }
+  if (image.targets.size() != shape.targets.size()) {
+    for (const TargetShape& target : shape.targets)
+      if (image.targets.count(target.name) == 0) fail("lacks target '" + target.name + "' that the batch holds");
   }
 }
 
 void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) {
   const BatchShape& shape = batch.shape();
-  std::byte* to = batch.item(i).data();
-  // hwc_u8: H rows of W*3 bytes; chw_f32: 3H rows (three planes) of W floats.
-  const std::size_t row_bytes = image.layout == PixelLayout::hwc
-                                    ? static_cast<std::size_t>(shape.width) * 3
-                                    : static_cast<std::size_t>(shape.width) * sizeof(float);
-  copy_rows(image.pixels, to, row_bytes);
+  // hwc: H rows of W x channels elements; chw_f32: channels x H rows (the planes) of W floats.
+  const std::size_t row_elements =
+      static_cast<std::size_t>(shape.width) * static_cast<std::size_t>(image.layout == PixelLayout::hwc ? shape.channels : 1);
+  copy_rows(image.pixels, batch.item(i).data(), row_elements * shape.element_size());
+  if (shape.mask) copy_rows(image.mask, batch.mask_item(i).data(), shape.mask_item_bytes() / static_cast<std::size_t>(shape.height));
+  for (std::size_t k = 0; k < shape.targets.size(); ++k) {
+    const std::vector<float>& values = image.targets.at(shape.targets[k].name).values;
+    std::copy(values.begin(), values.end(), batch.target(k).subspan(i * values.size(), values.size()).begin());
+  }
   batch.labels()[i] = image.label;
   batch.indices()[i] = image.index;
   if (keep_name)
@@ -70,9 +113,6 @@ void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) 
 }
 
 Collate::Collate(BatchPool pool, CollateOptions options) : pool_(std::move(pool)), options_(options) {
-  if (pool_.shape().channels != 3)
-    throw std::invalid_argument("collate: the batch pool has " + std::to_string(pool_.shape().channels) +
-                                " channels, but images are RGB: use a pool with channels = 3");
   pending_.reserve(pool_.shape().batch_size);
 }
 

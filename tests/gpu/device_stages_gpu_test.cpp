@@ -34,6 +34,14 @@ struct Readback {
   std::shared_ptr<PinnedBuffer> labels;
 };
 
+/// A compute body that copies what the compute stage made of the batch (DeviceBatch::input())
+/// back to pinned host memory.
+std::shared_ptr<PinnedBuffer> read_back_input(DeviceBatch& batch, StreamView stream) {
+  auto back = std::make_shared<PinnedBuffer>(batch.input().bytes());
+  copy_async(back->data(), batch.input().data, back->size(), stream);
+  return back;
+}
+
 TEST_F(DeviceStagesOnGpu, DataArrivesByteIdentical) {
   const nodes::BatchShape shape{.batch_size = 8, .height = 33, .width = 31, .channels = 3};
   nodes::BatchPool pool(shape, 3, batch_allocator(device));
@@ -92,11 +100,7 @@ TEST_F(DeviceStagesOnGpu, ConvertOnTheDeviceMatchesTheCpu) {
   for (const DType dtype : {DType::f32, DType::bf16}) {
     for (const TensorLayout layout : {TensorLayout::nchw, TensorLayout::nhwc}) {
       const ConvertOptions options{.dtype = dtype, .layout = layout};
-      Compute compute(device, [](DeviceBatch& batch, StreamView stream) {
-        auto back = std::make_shared<PinnedBuffer>(batch.input().bytes());
-        copy_async(back->data(), batch.input().data, back->size(), stream);
-        return back;
-      }, {.convert = options});
+      Compute compute(device, read_back_input, {.convert = options});
       int compared = 0;
       // sequence() keeps counting across the runs of one ToDevice; each run's source starts at 0.
       const std::uint64_t first = to_device.stats().batches;
@@ -114,6 +118,67 @@ TEST_F(DeviceStagesOnGpu, ConvertOnTheDeviceMatchesTheCpu) {
       EXPECT_EQ(compared, 3);
     }
   }
+}
+
+TEST_F(DeviceStagesOnGpu, MasksTargetsAndSixteenBitPixelsArriveByteIdentical) {
+  // 5 channels of int16 (pixel bytes as the pattern gives them), a uint16 mask and two targets:
+  // every field crosses in its own copy and lands where DeviceBatch says.
+  const nodes::BatchShape shape{.batch_size = 4, .height = 19, .width = 13, .channels = 5,
+                                .pixel_type = nodes::ElementType::i16, .mask = nodes::ElementType::u16,
+                                .targets = {{"age"}, {"findings", {3}}}};
+  nodes::BatchPool pool(shape, 2, batch_allocator(device));
+  ToDevice to_device(device, pool.shape(), {.slots = 2});
+  struct Back {
+    std::shared_ptr<PinnedBuffer> pixels, mask, age, findings;
+  };
+  Compute compute(device, [](DeviceBatch& batch, StreamView stream) {
+    const auto fetch = [&](const void* from, std::size_t bytes) {
+      auto buffer = std::make_shared<PinnedBuffer>(bytes);
+      copy_async(buffer->data(), from, bytes, stream);
+      return buffer;
+    };
+    EXPECT_EQ(batch.pixels().dtype, DType::i16);
+    EXPECT_EQ(batch.mask().dtype, DType::u16);
+    return Back{fetch(batch.pixels().data, batch.pixels().bytes()), fetch(batch.mask().data, batch.mask().bytes()),
+                fetch(batch.device_target("age"), batch.size() * sizeof(float)),
+                fetch(batch.device_target("findings"), 3 * batch.size() * sizeof(float))};
+  });
+  std::size_t checked = 0;
+  run_device_pipeline(PatternSource(pool, 6), to_device, compute, [&](Computed<Back> r) {
+    const auto bytes = [](const std::shared_ptr<PinnedBuffer>& b) { return reinterpret_cast<const std::uint8_t*>(b->data()); };
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < shape.data_bytes(); ++i) mismatches += bytes(r.value.pixels)[i] != pattern(r.sequence, i);
+    for (std::size_t i = 0; i < r.value.mask->size(); ++i) mismatches += bytes(r.value.mask)[i] != mask_pattern(r.sequence, i);
+    EXPECT_EQ(mismatches, 0u) << "batch " << r.sequence;
+    const auto* age = reinterpret_cast<const float*>(r.value.age->data());
+    const auto* findings = reinterpret_cast<const float*>(r.value.findings->data());
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(age[i], target_pattern(r.sequence, 0, i));
+    for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(findings[i], target_pattern(r.sequence, 1, i));
+    ++checked;
+  });
+  EXPECT_EQ(checked, 6u);
+}
+
+TEST_F(DeviceStagesOnGpu, ConvertOfSignedSingleChannelBatchesMatchesTheCpu) {
+  // CT-like int16, one channel, converted on the device: the same floats as the host conversion.
+  const nodes::BatchShape shape{.batch_size = 3, .height = 21, .width = 17, .channels = 1,
+                                .pixel_type = nodes::ElementType::i16};
+  nodes::BatchPool pool(shape, 2, batch_allocator(device));
+  ToDevice to_device(device, pool.shape(), {.slots = 2});
+  const ConvertOptions options{.mean = {0.1f}, .stddev = {0.2f}, .range = 2000.0f};
+  Compute compute(device, read_back_input, {.convert = options});
+  int compared = 0;
+  run_device_pipeline(PatternSource(pool, 3), to_device, compute, [&](Computed<std::shared_ptr<PinnedBuffer>> r) {
+    std::vector<std::uint8_t> raw(shape.data_bytes());
+    for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = pattern(r.sequence, i);
+    std::vector<float> expected(shape.batch_size * shape.item_elements());
+    convert(raw.data(), DType::i16, expected.data(), shape.batch_size, shape.height, shape.width, 1, options,
+            StreamView::host());
+    ASSERT_EQ(r.value->size(), expected.size() * sizeof(float));
+    EXPECT_EQ(std::memcmp(expected.data(), r.value->data(), r.value->size()), 0) << "batch " << r.sequence;
+    ++compared;
+  });
+  EXPECT_EQ(compared, 3);
 }
 
 TEST_F(DeviceStagesOnGpu, NoPipelineThreadWaitsOnTheGpu) {

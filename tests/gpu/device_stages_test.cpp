@@ -57,6 +57,45 @@ TEST(DeviceStagesOnCpu, BatchesPassThroughInOrderWithTheirData) {
   EXPECT_EQ(report.consumed, 25u);
 }
 
+TEST(DeviceStagesOnCpu, MasksAndTargetsPassThroughWithThePixels) {
+  const nodes::BatchShape shape{.batch_size = 3, .height = 5, .width = 4, .channels = 1,
+                                .pixel_type = nodes::ElementType::i16, .mask = nodes::ElementType::u8,
+                                .targets = {{"age"}, {"findings", {2}}}};
+  nodes::BatchPool pool(shape, 2, batch_allocator(Device::cpu()));
+  ToDevice to_device(Device::cpu(), pool.shape(), {.slots = pool.slots()});
+  struct Fields {
+    TensorView pixels;
+    std::vector<std::uint8_t> mask;
+    std::vector<float> age;
+    std::vector<float> findings;
+  };
+  Compute compute(Device::cpu(), [](DeviceBatch& batch, StreamView) {
+    const TensorView mask = batch.mask();
+    EXPECT_EQ(mask.dtype, DType::u8);
+    EXPECT_EQ(mask.c, 1);
+    const auto* m = static_cast<const std::uint8_t*>(mask.data);
+    const float* age = batch.device_target("age");
+    const float* findings = batch.device_target(1);
+    EXPECT_THROW(batch.device_target("weight"), std::out_of_range);
+    return Fields{batch.pixels(), {m, m + mask.bytes()}, {age, age + batch.size()},
+                  {findings, findings + 2 * batch.size()}};
+  });
+  std::size_t checked = 0;
+  const std::uint64_t bytes_before = to_device.stats().bytes;
+  run_device_pipeline(PatternSource(pool, 4), to_device, compute, [&](Computed<Fields> r) {
+    EXPECT_EQ(r.value.pixels.dtype, DType::i16);
+    EXPECT_EQ(r.value.pixels.bytes(), shape.data_bytes());
+    for (std::size_t i = 0; i < r.value.mask.size(); ++i)
+      ASSERT_EQ(r.value.mask[i], mask_pattern(r.sequence, i)) << "mask byte " << i << " of batch " << r.sequence;
+    for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(r.value.age[i], target_pattern(r.sequence, 0, i));
+    for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(r.value.findings[i], target_pattern(r.sequence, 1, i));
+    ++checked;
+  });
+  EXPECT_EQ(checked, 4u);
+  // Pixels, masks, labels and targets cross; indices and names stay on the host.
+  EXPECT_EQ(to_device.stats().bytes - bytes_before, 4 * (shape.data_bytes() + 3 * 20 + 3 * 4 + 3 * 4 + 6 * 4));
+}
+
 TEST(DeviceStagesOnCpu, ThePoolBoundHoldsAndEverySlotComesBack) {
   nodes::BatchPool pool(small_shape, 2, batch_allocator(Device::cpu()));
   ToDevice to_device(Device::cpu(), pool.shape(), {.slots = pool.slots()});

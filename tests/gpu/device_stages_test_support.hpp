@@ -18,9 +18,17 @@ namespace stoke::gpu::test {
 inline std::uint8_t pattern(std::uint64_t b, std::size_t i) {
   return static_cast<std::uint8_t>((b * 131 + i * 7 + (i >> 9)) & 0xff);
 }
+/// The byte at position `i` of batch `b`'s masks.
+inline std::uint8_t mask_pattern(std::uint64_t b, std::size_t i) { return pattern(b + 101, i * 3); }
+/// Value `i` of target `k` of batch `b`.
+inline float target_pattern(std::uint64_t b, std::size_t k, std::size_t i) {
+  return static_cast<float>(b) * 1000.0f + static_cast<float>(k) * 100.0f + static_cast<float>(i) * 0.5f;
+}
 
-/// A source of `count` full batches from `pool`, batch b filled with pattern(b, .) (unless `fill`
-/// is false: then the pixels are whatever the slot held, and the source costs next to nothing),
+/// A source of `count` full batches from `pool`, batch b's pixel bytes filled with pattern(b, .),
+/// its mask bytes (if any) with mask_pattern(b, .) and its targets with target_pattern(b, k, .)
+/// (unless `fill` is false: then the fields are whatever the slot held, and the source costs next
+/// to nothing),
 /// labels b*1000 + item, indices b*batch_size + item. Waits in acquire() while the pool is empty
 /// (the pipeline needs more than one thread).
 class PatternSource {
@@ -33,8 +41,14 @@ class PatternSource {
     const std::uint64_t b = next_++;
     batch.set_size(batch.capacity());
     if (fill_) {
-      auto data = batch.u8();
-      for (std::size_t i = 0; i < data.size(); ++i) data[i] = pattern(b, i);
+      auto data = batch.data();
+      for (std::size_t i = 0; i < data.size(); ++i) data[i] = std::byte{pattern(b, i)};
+      auto mask = batch.mask();
+      for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = std::byte{mask_pattern(b, i)};
+      for (std::size_t k = 0; k < batch.shape().targets.size(); ++k) {
+        auto values = batch.target(k);
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = target_pattern(b, k, i);
+      }
     }
     for (std::size_t item = 0; item < batch.size(); ++item) {
       batch.labels()[item] = static_cast<std::int32_t>(b * 1000 + item);

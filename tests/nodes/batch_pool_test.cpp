@@ -32,8 +32,8 @@ bool wait_until(Predicate done) {
   return true;
 }
 
-const BatchShape small_u8{.batch_size = 4, .height = 8, .width = 6, .channels = 3, .layout = BatchLayout::nhwc_u8};
-const BatchShape small_f32{.batch_size = 3, .height = 5, .width = 7, .channels = 3, .layout = BatchLayout::nchw_f32};
+const BatchShape small_u8{.batch_size = 4, .height = 8, .width = 6, .channels = 3, .layout = BatchLayout::nhwc};
+const BatchShape small_f32{.batch_size = 3, .height = 5, .width = 7, .channels = 3, .layout = BatchLayout::nchw, .pixel_type = ElementType::f32};
 
 /// Host memory, recording every call.
 class CountingAllocator final : public Allocator {
@@ -181,6 +181,55 @@ TEST(BatchPool, SlotPartsAreAlignedAndDoNotOverlap) {
     EXPECT_GE(pool.bytes_per_slot(), shape.data_bytes() + shape.batch_size * (4 + 8));
     EXPECT_EQ(pool.total_bytes(), 2 * pool.bytes_per_slot());
   }
+}
+
+TEST(BatchPool, MasksAndTargetsHaveTheirOwnAlignedPartsOfTheBlock) {
+  const BatchShape shape{.batch_size = 3, .height = 5, .width = 7, .channels = 1, .pixel_type = ElementType::u16,
+                         .mask = ElementType::i32, .targets = {{"age"}, {"box", {2, 2}}}};
+  const BatchBlock layout = block_layout(shape, 64);
+  EXPECT_EQ(layout.pixels, 0u);
+  EXPECT_EQ(layout.mask, 256u);                      // 3 x 5x7 x 2 bytes = 210, padded to 64
+  EXPECT_EQ(layout.labels, 256u + 448u);             // 3 x 5x7 x 4 bytes = 420 -> 448
+  EXPECT_EQ(layout.indices, layout.labels + 64u);
+  EXPECT_EQ(layout.targets, (std::vector<std::size_t>{layout.indices + 64u, layout.indices + 128u}));
+  EXPECT_EQ(layout.bytes, layout.indices + 128u + 64u);  // 3 x 4 floats = 48 -> 64
+
+  BatchPool pool(shape, 1);
+  EXPECT_EQ(pool.bytes_per_slot(), layout.bytes);
+  Batch batch = pool.acquire();
+  batch.set_size(3);
+  const auto at = [&](const void* p) { return static_cast<std::size_t>(static_cast<const std::byte*>(p) - batch.data().data()); };
+  EXPECT_EQ(at(batch.mask().data()), layout.mask);
+  EXPECT_EQ(at(batch.labels().data()), layout.labels);
+  EXPECT_EQ(at(batch.target("box").data()), layout.targets[1]);
+  EXPECT_EQ(batch.target("box").size(), 12u);
+  EXPECT_EQ(batch.mask().size(), 3u * 5 * 7 * 4);
+  batch.set_size(1);
+  EXPECT_EQ(batch.target(0).size(), 1u);
+  EXPECT_EQ(shape.describe(), "3 x 5x7x1 nhwc u16 + mask i32 + targets age, box[2x2]");
+}
+
+TEST(BatchShape, ValidateRefusesFieldsThatCannotBeBatched) {
+  const auto refuses = [](BatchShape shape, const std::string& what) {
+    try {
+      shape.validate();
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  const BatchShape base{.batch_size = 2, .height = 4, .width = 4};
+  EXPECT_TRUE(refuses({.batch_size = 2, .height = 4, .width = 4, .layout = BatchLayout::nchw}, "set pixel_type = f32"));
+  BatchShape shape = base;
+  shape.mask = ElementType::f32;
+  EXPECT_TRUE(refuses(shape, "a mask holds class ids"));
+  shape = base;
+  shape.targets = {{"age"}, {"age"}};
+  EXPECT_TRUE(refuses(shape, "target 'age' is named twice"));
+  shape.targets = {{"box", {4, 0}}};
+  EXPECT_TRUE(refuses(shape, "target 'box' has a dimension that is not positive"));
+  shape.targets = {{""}};
+  EXPECT_TRUE(refuses(shape, "target 0 has no name"));
 }
 
 TEST(BatchPool, F32BatchHasFloatView) {

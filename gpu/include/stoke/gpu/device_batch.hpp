@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoke/gpu/device.hpp"
@@ -29,8 +30,12 @@ class ComputeEngine;
 struct DeviceSlot;
 }  // namespace detail
 
-/// A view of a batch's pixels as a 4-d tensor: the raw uint8 NHWC batch, or what the compute
-/// stage converted it to (see convert.hpp). `data` is device memory on a CUDA device.
+/// The DType of a batch field's element type (u8, u16, i16, i32, f32: the same names).
+DType to_dtype(nodes::ElementType type) noexcept;
+
+/// A view of a batch field as a 4-d tensor: the raw pixels (NHWC of the batch's pixel type, or
+/// normalized NCHW float), what the compute stage converted them to (see convert.hpp), or the
+/// masks (NHWC, one channel). `data` is device memory on a CUDA device.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::u8;
@@ -69,8 +74,17 @@ class DeviceBatch {
   /// Its position in the stream of batches that crossed to the device (0, 1, 2, ...).
   std::uint64_t sequence() const noexcept { return sequence_; }
 
-  /// The pixels as they crossed (uint8 NHWC or float NCHW, as the host batch was), on the device.
+  /// The pixels as they crossed (NHWC of the batch's pixel type, or float NCHW, as the host batch
+  /// was), on the device.
   TensorView pixels() const noexcept;
+  /// The masks (n x h x w x 1 class ids of the shape's mask type), on the device; an empty view
+  /// (data null) when the batch has none.
+  TensorView mask() const noexcept;
+  /// Target k (in shape().targets' order), or the target called `name`: size() x its elements()
+  /// float32 values, item-major, on the device (host memory on the CPU device). Throws
+  /// std::out_of_range for a target the batch does not have.
+  const float* device_target(std::size_t k) const;
+  const float* device_target(std::string_view name) const;
   /// What the compute callable should read: pixels(), or their conversion when the compute stage
   /// converts (ComputeOptions::convert).
   const TensorView& input() const noexcept { return input_; }
@@ -106,6 +120,8 @@ class DeviceBatch {
   std::vector<std::string> names_;
   std::byte* data_ = nullptr;
   const std::int32_t* device_labels_ = nullptr;
+  std::byte* mask_ = nullptr;
+  std::vector<const float*> targets_;
   TensorView input_;
   nodes::Batch host_;                            // CPU device
   std::shared_ptr<detail::DeviceSlots> slots_;   // CUDA device: the pool ...

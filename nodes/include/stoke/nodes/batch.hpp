@@ -1,44 +1,72 @@
-// Batch: N items collated into one host buffer, a slot of a BatchPool (see batch_pool.hpp), plus
-// their labels, dataset indices and names. What the batch stage hands to to-device or to a CPU
-// consumer.
+// Batch: N items collated into one host block, a slot of a BatchPool (see batch_pool.hpp): their
+// pixels (any channel count, uint8 to float32), and beside them a mask per item and named targets
+// when the shape has them, labels, dataset indices and names. What the batch stage hands to
+// to-device or to a CPU consumer.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "stoke/nodes/element_type.hpp"
 #include "stoke/nodes/image.hpp"
 
 namespace stoke::nodes {
 
 /// How a batch stores its pixels.
 enum class BatchLayout : std::uint8_t {
-  nhwc_u8,   ///< uint8, item-major, then rows, columns, interleaved channels (from hwc_u8 Images)
-  nchw_f32,  ///< float, item-major, then channel planes of rows x columns (from chw_f32 Images)
+  nhwc,  ///< item-major, then rows, columns, interleaved channels (from hwc Images, any element type)
+  nchw,  ///< item-major, then channel planes of rows x columns: float32 (from chw_f32 Images)
 };
 
-/// "nhwc_u8" / "nchw_f32".
+/// "nhwc" / "nchw".
 std::string_view to_string(BatchLayout layout) noexcept;
 
 /// The Image layout whose pixels a batch of `layout` stores without conversion.
 constexpr PixelLayout pixel_layout(BatchLayout layout) noexcept {
-  return layout == BatchLayout::nhwc_u8 ? PixelLayout::hwc : PixelLayout::chw_f32;
+  return layout == BatchLayout::nhwc ? PixelLayout::hwc : PixelLayout::chw_f32;
 }
 
-/// The fixed shape of every batch of a pool. Sizes are in items and pixels.
+/// A named target's place in a batch: float32 values of `shape` per item (empty shape: a scalar).
+struct TargetShape {
+  std::string name;
+  std::vector<std::int64_t> shape{};
+
+  /// Values per item: the product of `shape` (1 for a scalar).
+  std::size_t elements() const noexcept;
+  friend bool operator==(const TargetShape&, const TargetShape&) = default;
+};
+
+/// The fixed shape of every batch of a pool: the pixels, and the fields beside them. Sizes are in
+/// items and pixels.
+///
+///   BatchShape rgb{.batch_size = 64, .height = 224, .width = 224};          // uint8 NHWC RGB
+///   BatchShape ct{.batch_size = 8, .height = 512, .width = 512, .channels = 1,
+///                 .pixel_type = ElementType::i16, .mask = ElementType::u8,
+///                 .targets = {{"age"}, {"findings", {14}}}};
+///
+/// Or take it from a sample: shape_of() in collate.hpp.
 struct BatchShape {
   std::size_t batch_size = 0;  ///< items per batch (a final partial batch holds fewer)
   int height = 0;
   int width = 0;
   int channels = 3;
-  BatchLayout layout = BatchLayout::nhwc_u8;
+  BatchLayout layout = BatchLayout::nhwc;
+  /// The pixels' element type: u8, u16, i16 or f32 for nhwc; f32 for nchw (normalized planes).
+  ElementType pixel_type = ElementType::u8;
+  /// The element type of a segmentation mask (height x width, one channel of class ids: u8, u16
+  /// or i32) when the batch carries one.
+  std::optional<ElementType> mask{};
+  /// Named float32 targets, in this order in the batch (names unique).
+  std::vector<TargetShape> targets{};
 
-  /// Bytes per element: 1 for nhwc_u8, 4 for nchw_f32.
-  std::size_t element_size() const noexcept { return layout == BatchLayout::nhwc_u8 ? 1 : sizeof(float); }
+  /// Bytes per pixel element.
+  std::size_t element_size() const noexcept { return nodes::element_size(pixel_type); }
   /// Elements (pixels x channels) per item.
   std::size_t item_elements() const noexcept {
     return static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
@@ -46,14 +74,38 @@ struct BatchShape {
   std::size_t item_bytes() const noexcept { return item_elements() * element_size(); }
   /// Bytes of pixel data of a full batch.
   std::size_t data_bytes() const noexcept { return batch_size * item_bytes(); }
+  /// Bytes of one item's mask (0 without a mask).
+  std::size_t mask_item_bytes() const noexcept {
+    return mask ? static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * nodes::element_size(*mask) : 0;
+  }
+  /// The position of the target called `name` in `targets`, or nullopt.
+  std::optional<std::size_t> target_index(std::string_view name) const noexcept;
 
-  /// Throws std::invalid_argument naming the bad field when a size is not positive.
+  /// Throws std::invalid_argument naming the bad field: a size that is not positive, an nchw
+  /// batch of other than f32, a mask type that is not a class-id type, a target without a name,
+  /// with a repeated name or a dimension that is not positive.
   void validate() const;
-  /// E.g. "64 x 224x224x3 nhwc_u8".
+  /// E.g. "64 x 224x224x3 nhwc u8", "8 x 512x512x1 nhwc i16 + mask u8 + targets age, findings[14]".
   std::string describe() const;
 
   friend bool operator==(const BatchShape&, const BatchShape&) = default;
 };
+
+/// Where each field of a batch lies in one block of memory: byte offsets from the block's start,
+/// each a multiple of the alignment asked for. The pixels come first (offset 0), then the mask,
+/// labels (int32), indices (uint64) and the targets (float32) in BatchShape::targets' order. The
+/// host pool and the device slots share it, so a field is one copy between them.
+struct BatchBlock {
+  std::size_t pixels = 0;
+  std::size_t mask = 0;  ///< == labels when there is no mask
+  std::size_t labels = 0;
+  std::size_t indices = 0;
+  std::vector<std::size_t> targets{};
+  std::size_t bytes = 0;  ///< the whole block, padded to the alignment
+};
+
+/// The block layout of a full batch of `shape`, every field aligned to `alignment` (a power of 2).
+BatchBlock block_layout(const BatchShape& shape, std::size_t alignment);
 
 namespace detail {
 
@@ -62,10 +114,12 @@ class PoolState;
 /// One slot of a pool: memory allocated once, reused batch after batch. Owned by its PoolState.
 struct BatchSlot {
   std::size_t id = 0;
-  std::byte* block = nullptr;        // the allocation: data, then labels, then indices
+  std::byte* block = nullptr;        // the allocation, laid out by block_layout()
   std::byte* data = nullptr;         // shape.data_bytes()
+  std::byte* mask = nullptr;         // batch_size * shape.mask_item_bytes()
   std::int32_t* labels = nullptr;    // batch_size
   std::uint64_t* indices = nullptr;  // batch_size
+  std::vector<float*> targets;       // per target: batch_size * its elements()
   std::vector<std::string> names;    // batch_size, host memory (names never go to a device)
   std::size_t size = 0;
   std::uint32_t epoch = 0;
@@ -120,12 +174,59 @@ class Batch {
   std::span<const std::byte> item(std::size_t i) const noexcept {
     return data().subspan(i * shape_->item_bytes(), shape_->item_bytes());
   }
-  /// The data as uint8 (nhwc_u8) or float (nchw_f32) elements. Throws std::logic_error naming
-  /// both layouts when the batch has the other layout.
-  std::span<std::uint8_t> u8();
-  std::span<const std::uint8_t> u8() const;
-  std::span<float> f32();
-  std::span<const float> f32() const;
+  /// The pixel data as elements of type T (std::uint8_t, std::uint16_t, std::int16_t or float).
+  /// Throws std::logic_error naming both types when the batch holds another pixel type.
+  template <class T>
+  std::span<T> pixels_as() {
+    require_type(shape_->pixel_type, element_type_v<T>, "pixel");
+    return {reinterpret_cast<T*>(slot_->data), data_size() / sizeof(T)};
+  }
+  template <class T>
+  std::span<const T> pixels_as() const {
+    require_type(shape_->pixel_type, element_type_v<T>, "pixel");
+    return {reinterpret_cast<const T*>(slot_->data), data_size() / sizeof(T)};
+  }
+  /// pixels_as<std::uint8_t>() and pixels_as<float>().
+  std::span<std::uint8_t> u8() { return pixels_as<std::uint8_t>(); }
+  std::span<const std::uint8_t> u8() const { return pixels_as<std::uint8_t>(); }
+  std::span<float> f32() { return pixels_as<float>(); }
+  std::span<const float> f32() const { return pixels_as<float>(); }
+
+  /// True when the batch carries a mask per item (shape().mask).
+  bool has_mask() const noexcept { return shape_->mask.has_value(); }
+  /// The masks of the filled items, size() * shape().mask_item_bytes() bytes (empty without masks).
+  std::span<std::byte> mask() noexcept { return {slot_->mask, size() * shape_->mask_item_bytes()}; }
+  std::span<const std::byte> mask() const noexcept { return {slot_->mask, size() * shape_->mask_item_bytes()}; }
+  /// Item i's mask (i < size()).
+  std::span<std::byte> mask_item(std::size_t i) noexcept {
+    return mask().subspan(i * shape_->mask_item_bytes(), shape_->mask_item_bytes());
+  }
+  std::span<const std::byte> mask_item(std::size_t i) const noexcept {
+    return mask().subspan(i * shape_->mask_item_bytes(), shape_->mask_item_bytes());
+  }
+  /// The masks as elements of type T (std::uint8_t, std::uint16_t or std::int32_t). Throws
+  /// std::logic_error when the batch has no mask or one of another type.
+  template <class T>
+  std::span<T> mask_as() {
+    require_mask_type(element_type_v<T>);
+    const auto bytes = mask();
+    return {reinterpret_cast<T*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
+  template <class T>
+  std::span<const T> mask_as() const {
+    require_mask_type(element_type_v<T>);
+    const auto bytes = mask();
+    return {reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T)};
+  }
+
+  /// The values of target k (in shape().targets' order) of the filled items: size() x its
+  /// elements(), item-major. Throws std::out_of_range for k >= shape().targets.size().
+  std::span<float> target(std::size_t k);
+  std::span<const float> target(std::size_t k) const;
+  /// The values of the target called `name`. Throws std::out_of_range naming it and the targets
+  /// the batch has.
+  std::span<float> target(std::string_view name);
+  std::span<const float> target(std::string_view name) const;
 
   /// Class labels of the filled items (-1: unlabelled).
   std::span<std::int32_t> labels() noexcept { return {slot_->labels, size()}; }
@@ -156,6 +257,10 @@ class Batch {
   Batch(std::shared_ptr<detail::PoolState> pool, detail::BatchSlot* slot, const BatchShape* shape) noexcept
       : pool_(std::move(pool)), slot_(slot), shape_(shape) {}
   std::size_t data_size() const noexcept { return slot_->size * shape_->item_bytes(); }
+  /// Throws std::logic_error unless `wanted` is `held` (the batch's type of `field`).
+  void require_type(ElementType held, std::optional<ElementType> wanted, const char* field) const;
+  void require_mask_type(std::optional<ElementType> wanted) const;
+  std::size_t target_position(std::string_view name) const;
 
   std::shared_ptr<detail::PoolState> pool_;
   detail::BatchSlot* slot_ = &detail::empty_slot;

@@ -39,7 +39,7 @@ struct BatchPoolStats {
   /// Acquisitions that found no free slot and had to wait, and stages that parked (ready()).
   std::uint64_t waits = 0;
   std::chrono::nanoseconds waited{0};  ///< total time spent waiting for a slot (threads or stages)
-  std::size_t bytes_per_slot = 0;      ///< pixel data + labels + indices, with alignment padding
+  std::size_t bytes_per_slot = 0;      ///< every field of a batch, with alignment padding
   bool closed = false;
 };
 
@@ -49,8 +49,9 @@ struct BatchPoolStats {
 /// moved-from handle may only be destroyed or assigned to.
 ///
 /// Each slot is one allocation from the Allocator (exactly `slots` calls, all in the
-/// constructor; all freed together at the end): the pixel data, then the labels (int32) and the
-/// indices (uint64), each aligned to 64 bytes, the block to slot_alignment. The GPU layer passes
+/// constructor; all freed together at the end), laid out by block_layout(shape, 64): the pixel
+/// data, the masks, labels (int32), indices (uint64) and targets (float32), each aligned to 64
+/// bytes, the block to slot_alignment. The GPU layer passes
 /// an allocator of pinned memory so that one async copy per part moves a batch to the device.
 class BatchPool {
  public:

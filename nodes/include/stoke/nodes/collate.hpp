@@ -25,14 +25,23 @@
 
 namespace stoke::nodes {
 
+/// The shape of a batch of `batch_size` items like `image`: its size, channels, layout, pixel
+/// type, mask type and targets. The way to build a pool for samples beyond 8-bit RGB:
+///
+///   BatchPool pool(shape_of(first_sample, 16), 4);
+///
+/// Throws std::invalid_argument when the image's fields do not fit together (check_fields).
+BatchShape shape_of(const Image& image, std::size_t batch_size);
+
 /// Throws std::invalid_argument when `image` cannot go into a batch of `shape`: another size
 /// ("collate: photo.jpg is 500x375 but the batch holds 224x224: add a resize/crop transform"),
-/// another layout, or pixels of the wrong type for its layout. The message names the item
-/// (Image::name, else its index).
+/// layout, pixel type or channel count, a mask the batch has no place for (or none where it
+/// holds one), a target it has no place for, one it lacks, or one of another shape. The message
+/// names the item (Image::name, else its index).
 void check_fits(const Image& image, const BatchShape& shape);
 
 /// Copies `image` into item `i` of `batch` (i < batch.size()): its pixels (row by row, or plane
-/// by plane for chw_f32, so ROIs work), label, index and, with `keep_name`, name.
+/// by plane for chw_f32, so ROIs work), mask, targets, label, index and, with `keep_name`, name.
 /// Precondition: check_fits(image, batch.shape()).
 void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name = true);
 
@@ -63,7 +72,6 @@ struct CollateOptions {
 /// waiting in acquire() (on a thread) after ready() said yes.
 class Collate {
  public:
-  /// Throws std::invalid_argument when the pool's shape has other than 3 channels (Images are RGB).
   explicit Collate(BatchPool pool, CollateOptions options = {});
 
   /// Adds one item; emits a batch when it completes one.
