@@ -28,6 +28,7 @@ namespace {
 void print_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
   std::printf("input pipeline: %zu items, batch %zu, %dx%d, %d threads, %s decode\n", dataset_size, r.batch_size,
               r.size, r.size, r.threads, r.fuse ? "fused" : "plain");
+  std::printf("  batches of %s\n", r.shape.c_str());
   std::printf("  %llu images in %llu batches in %.2f s: %.1f images/s\n", static_cast<unsigned long long>(r.images),
               static_cast<unsigned long long>(r.batches), r.seconds, r.images_per_sec());
   std::printf("  files read %llu = images %llu + skipped %llu\n", static_cast<unsigned long long>(r.files_read),
@@ -69,7 +70,7 @@ void print_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
 
 int bench_pipeline(int argc, char** argv) {
   InputConfig config;
-  std::string data, on_error = "skip", autotune = "on";
+  std::string data, data_format = "auto", color = "rgb", on_error = "skip", autotune = "on";
   std::vector<std::string> plugins;
   double seconds = 0;
   std::uint32_t epochs = 0;
@@ -84,11 +85,21 @@ int bench_pipeline(int argc, char** argv) {
                      "With --autotune on (the default) stoke's scheduler moves the read and decode stages'\n"
                      "concurrency and the in-flight limit while it runs, printing each move on stderr and\n"
                      "listing them in the report; --autotune off keeps the settings given.\n\n"
+                     "Beyond 8-bit RGB: --color keep batches what the files hold (1 or 4+ channels, uint16,\n"
+                     "int16), and masks and targets travel in batches beside the pixels.\n\n"
                      "  stoke bench pipeline --data shapes/train --seconds 10\n"
+                     "  stoke bench pipeline --data scans --color keep --transform \"random_resized_crop size=256\" --size 256\n"
                      "  stoke bench pipeline --data photos --epochs 1 --baseline 200 --json",
                      "--data PATH [options]");
   cli.add()("data", po::value(&data)->required(),
-            "an image folder, a .stoke pack, a path,label list file, or a CIFAR folder")(
+            "an image folder (class subfolders; JPEG, PNG, DICOM, ...), a segmentation folder (images/ and masks/), "
+            "a .stoke pack, a list file (path,label or with a header of columns: path, label, mask, targets), or a "
+            "CIFAR folder")(
+      "format", po::value(&data_format)->default_value(data_format),
+      "how to read --data: auto (guess from the path), folder, segmentation, filelist, cifar or packed")(
+      "color", po::value(&color)->default_value(color),
+      "rgb: decode to 8-bit RGB (what photo models take); keep: what the files hold (grayscale as 1 channel, "
+      "16-bit PNG as uint16, DICOM as modality values such as Hounsfield units), batched as they are")(
       "batch", po::value(&config.batch_size)->default_value(config.batch_size), "images per batch")(
       "size", po::value(&config.size)->default_value(config.size), "output side in pixels")(
       "threads", po::value(&config.threads)->default_value(0),
@@ -137,7 +148,9 @@ int bench_pipeline(int argc, char** argv) {
   if (values.count("seconds") && values.count("epochs")) return cli.usage_error("give --seconds or --epochs, not both");
   if (values.count("seconds") && !(seconds > 0)) return cli.usage_error("--seconds must be positive");
   for (const std::string& mistake :
-       {choice_error("on-error", on_error, {"skip", "fail"}), choice_error("autotune", autotune, {"on", "off"})}) {
+       {choice_error("on-error", on_error, {"skip", "fail"}), choice_error("autotune", autotune, {"on", "off"}),
+        choice_error("format", data_format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed"}),
+        choice_error("color", color, {"rgb", "keep"})}) {
     if (!mistake.empty()) return cli.usage_error(mistake);
   }
   if (config.batch_size == 0 || config.size <= 0 || config.threads < 0 || config.prefetch == 0)
@@ -148,9 +161,10 @@ int bench_pipeline(int argc, char** argv) {
   config.shuffle = !no_shuffle;
   config.epochs = epochs > 0 ? epochs : 1;
   config.autotune = autotune == "on";
+  config.decode = default_decode_options(color == "keep" ? nodes::DecodeColor::keep : nodes::DecodeColor::rgb);
 
   for (const auto& p : plugins) nodes::load_plugin(p, nodes::Registry::builtin());
-  nodes::DatasetPtr dataset = open_dataset(data);
+  nodes::DatasetPtr dataset = open_dataset(data, data_format);
   if (dataset->size() == 0) throw std::runtime_error(data + ": the dataset is empty");
   if (cache_bytes > 0) dataset = std::make_shared<nodes::CachedDataset>(dataset, cache_bytes);
   if (!json) {

@@ -41,6 +41,7 @@ struct TrainConfig {
   std::string data;            // empty: the built-in shapes dataset
   std::string val;             // empty: DATA/../val when DATA ends in "train", else none
   std::string format = "auto";
+  std::string color = "rgb";
   std::string on_error = "skip";
   std::string schedule = "cosine";
   std::string precision = "fp32";
@@ -80,7 +81,10 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
   cli.add()("data", po::value(&c.data),
             "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
-      "format", value(&c.format), "auto, folder, filelist, cifar or packed")(
+      "format", value(&c.format), "auto, folder, segmentation, filelist, cifar or packed")(
+      "color", value(&c.color),
+      "rgb: decode to 8-bit RGB; keep: what the files hold (grayscale scans as 1 channel, 16-bit PNG and DICOM "
+      "values as they are); the model's input channels follow the data")(
       "on-error", value(&c.on_error),
       "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
       "model", value(&r.model), models.c_str())(
@@ -132,8 +136,9 @@ std::string check(TrainConfig& c) {
     return e.what();
   }
   for (std::string mistake :
-       {choice_error("format", c.format, {"auto", "folder", "filelist", "cifar", "packed"}),
-        choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("autotune", c.autotune, {"on", "off"})}) {
+       {choice_error("format", c.format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed"}),
+        choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("autotune", c.autotune, {"on", "off"}),
+        choice_error("color", c.color, {"rgb", "keep"})}) {
     if (!mistake.empty()) return mistake;
   }
   if (c.data.empty() && c.format != "auto") return "--format needs --data";
@@ -144,6 +149,7 @@ std::string check(TrainConfig& c) {
     }
   }
   r.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
+  r.color = c.color == "keep" ? nodes::DecodeColor::keep : nodes::DecodeColor::rgb;
   r.autotune = c.autotune == "on";
   r.builtin_data = c.data.empty();
   if (r.epochs == 0) r.epochs = r.builtin_data ? 6 : 10;
@@ -200,7 +206,17 @@ int train(int argc, char** argv) {
                            " computes in fp32 only");
   }
   const gpu::NvmlMonitor gpu_monitor(machine.device, std::chrono::milliseconds(500));
-  const auto model = make_model(recipe, classes, backend);
+  // The data decides the model's input channels (--color keep: 1 for grayscale scans); a classifier
+  // has no use for masks or targets, and dropping them quietly would hide a mistaken dataset.
+  const InputConfig probe = training_input(recipe);
+  const nodes::BatchShape shape = batch_shape(*data.train, probe, make_transforms(probe));
+  if (shape.mask || !shape.targets.empty()) {
+    throw std::runtime_error(train_path.string() + ": its samples carry " +
+                             (shape.mask ? std::string("masks") : std::string("targets")) +
+                             ", but stoke train trains image classifiers on labels; build a segmentation or "
+                             "regression loop on the library (see examples/segmentation)");
+  }
+  const auto model = make_model(recipe, classes, backend, shape.channels);
   nn::Trainer trainer(*model, backend, trainer_options(recipe, data.train->size()));
   if (!c.resume.empty()) {
     trainer.load(c.resume);
@@ -221,7 +237,7 @@ int train(int argc, char** argv) {
                  data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size,
                  recipe.batch);
   }
-  FitOptions options = fit_options(recipe, data.train->classes());
+  FitOptions options = fit_options(recipe, data.train->classes(), shape.channels);
   options.trace_file = c.trace;
 
   // ---- what the run shows: a progress line, a JSON or text line per epoch, the HTML report

@@ -33,6 +33,7 @@ double plain_loop_images_per_sec(const nodes::DatasetPtr& dataset, const train::
   nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(input.transforms, config.seed),
                               config.fuse);
   auto batch = input.pool.acquire();
+  batch.set_size(batch.capacity());
   const auto order = input.order.indices(0);
   const std::size_t count = std::min(images, order.size());
   const std::size_t warmup = std::min<std::size_t>(8, count / 4);
@@ -64,6 +65,7 @@ InputPipelineResult measure_input_pipeline(const nodes::DatasetPtr& dataset, tra
   if (options.seconds > 0) config.epochs = 0;
 
   train::Input input = train::make_input(dataset, config);
+  result.shape = input.pool.shape().describe();
   graph::Pipeline pipe(input.pipeline_options);
   std::atomic<std::uint64_t> images{0}, batches{0};
   train::add_input(pipe, input, config)
@@ -104,8 +106,8 @@ void to_json(nlohmann::ordered_json& json, const InputPipelineResult& r) {
           {"skipped_files", skipped}, {"files_read", r.files_read},
           {"batches", r.batches},     {"seconds", r.seconds},
           {"threads", r.threads},     {"batch", r.batch_size},
-          {"size", r.size},           {"fuse", r.fuse},
-          {"stages", stages}};
+          {"size", r.size},           {"shape", r.shape},
+          {"fuse", r.fuse},           {"stages", stages}};
   if (r.baseline_images_per_sec > 0) {
     json["baseline_images_per_sec"] = r.baseline_images_per_sec;
     json["efficiency"] = r.efficiency();

@@ -62,7 +62,7 @@ std::unique_ptr<Sequential> small_cnn(const ModelOptions& options) {
   Seeds seeds(options.seed);
   const std::int64_t w = options.width > 0 ? options.width : 32;
   auto model = std::make_unique<Sequential>();
-  conv_bn_relu(*model, seeds, 3, w, 3, 1, 1, "conv1", "bn1", "relu1");
+  conv_bn_relu(*model, seeds, options.in_channels, w, 3, 1, 1, "conv1", "bn1", "relu1");
   model->emplace<MaxPool2d>("pool1", Pool2dGeometry{.kernel = 2, .stride = 2});
   conv_bn_relu(*model, seeds, w, 2 * w, 3, 1, 1, "conv2", "bn2", "relu2");
   model->emplace<MaxPool2d>("pool2", Pool2dGeometry{.kernel = 2, .stride = 2});
@@ -78,7 +78,7 @@ std::unique_ptr<Sequential> mobilenet(const ModelOptions& options) {
   const std::int64_t w = options.width > 0 ? options.width : 32;
   auto model = std::make_unique<Sequential>();
   auto stem = std::make_unique<Sequential>();
-  conv_bn_relu(*stem, seeds, 3, w, 3, 2, 1, "0", "1", "2");
+  conv_bn_relu(*stem, seeds, options.in_channels, w, 3, 2, 1, "0", "1", "2");
   model->add(std::move(stem), "stem");
   // (output channels as multiples of w, stride) of each depthwise-separable block.
   constexpr std::array<std::pair<int, int>, 6> blocks{{{2, 1}, {4, 2}, {4, 1}, {8, 2}, {8, 1}, {16, 2}}};
@@ -144,7 +144,7 @@ std::unique_ptr<Sequential> resnet(const ModelOptions& options, const std::array
   auto model = std::make_unique<Sequential>();
   model->emplace<Conv2d>(
       "conv1",
-      Conv2dOptions{.in_channels = 3, .out_channels = 64, .kernel = 7, .stride = 2, .padding = 3, .seed = seeds()});
+      Conv2dOptions{.in_channels = options.in_channels, .out_channels = 64, .kernel = 7, .stride = 2, .padding = 3, .seed = seeds()});
   model->emplace<BatchNorm2d>("bn1", BatchNorm2dOptions{.channels = 64});
   model->emplace<ReLU>("relu");
   model->emplace<MaxPool2d>("maxpool", Pool2dGeometry{.kernel = 3, .stride = 2, .padding = 1});
@@ -176,6 +176,10 @@ std::string model_names() {
 std::unique_ptr<Sequential> make_model(std::string_view name, const ModelOptions& options) {
   if (options.classes < 1) {
     throw std::invalid_argument("make_model: classes is " + std::to_string(options.classes) + "; it must be >= 1");
+  }
+  if (options.in_channels < 1) {
+    throw std::invalid_argument("make_model: in_channels is " + std::to_string(options.in_channels) +
+                                "; it must be >= 1");
   }
   if (name == "small_cnn") return small_cnn(options);
   if (name == "mobilenet") return mobilenet(options);

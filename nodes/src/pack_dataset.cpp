@@ -115,6 +115,13 @@ PackReport pack_dataset(const Dataset& dataset, const fs::path& out, const PackO
       .map("read",
            [&](std::size_t i) {
              Sample sample = dataset.read(i);
+             // A pack holds image bytes and labels: a mask or targets would be lost without a word.
+             if (!sample.mask.empty() || !sample.targets.empty()) {
+               throw std::invalid_argument(dataset.name(i) + ": carries " +
+                                           (sample.mask.empty() ? std::string("targets") : std::string("a mask")) +
+                                           ", which packs do not hold (image bytes and labels only); read the "
+                                           "dataset where it is instead of packing it");
+             }
              Item item{sample.bytes, sample.label, pack_name(dataset.name(i), options.root), false};
              if (shrink) (*shrink)(sample, item);
              return item;

@@ -9,7 +9,9 @@
 #include <stoke/nodes/cifar.hpp>
 #include <stoke/nodes/file_list.hpp>
 #include <stoke/nodes/image_folder.hpp>
+#include <stoke/nodes/jpeg_encode.hpp>
 #include <stoke/nodes/packed.hpp>
+#include <stoke/nodes/segmentation_folder.hpp>
 #include <string>
 
 #include "dataset_test_support.hpp"
@@ -73,7 +75,63 @@ TEST(OpenDataset, ErrorsNameThePathAndTheFix) {
   EXPECT_THAT(error_message([&] { open_dataset(dir / "x.stoke.idx", "folder"); }),
               HasSubstr("--format folder needs a folder"));
   EXPECT_THROW(open_dataset(folder, "tiff"), std::invalid_argument);
-  EXPECT_THAT(error_message([&] { open_dataset(folder, "tiff"); }), HasSubstr("auto, folder, filelist, cifar"));
+  EXPECT_THAT(error_message([&] { open_dataset(folder, "tiff"); }), HasSubstr("auto, folder, segmentation, filelist, cifar"));
+}
+
+// dir/name/{images,masks}/N.jpg: `count` pairs of 24x16 images and grey masks.
+fs::path segmentation_folder(const TempDir& dir, const std::string& name, int count) {
+  for (int i = 0; i < count; ++i) {
+    write_bytes(dir / name / "images" / (std::to_string(i) + ".jpg"), small_jpeg(i));
+    write_bytes(dir / name / "masks" / (std::to_string(i) + ".jpg"),
+                nodes::encode_jpeg(cv::Mat(16, 24, CV_8UC1, cv::Scalar(i)), 100));
+  }
+  return dir / name;
+}
+
+TEST(OpenDataset, ASegmentationFolderIsRecognisedOrAskedFor) {
+  const TempDir dir;
+  const fs::path pairs = segmentation_folder(dir, "pairs", 2);
+  EXPECT_TRUE(is<nodes::SegmentationFolder>(open_dataset(pairs)));
+  EXPECT_TRUE(is<nodes::SegmentationFolder>(open_dataset(pairs, "segmentation")));
+  // Another folder beside images/ and masks/: class folders that happen to be called so.
+  write_bytes(pairs / "other" / "0.jpg", small_jpeg(5));
+  EXPECT_TRUE(is<nodes::ImageFolder>(open_dataset(pairs)));
+}
+
+TEST(BatchShape, ComesFromTheDataWhenItIsNotPlainRgb) {
+  const TempDir dir;
+  InputConfig config;
+  config.batch_size = 4;
+  config.size = 8;
+  config.transforms = {"random_resized_crop size=8"};
+  const auto shape_for = [&](const fs::path& data, const InputConfig& c) {
+    return batch_shape(*open_dataset(data), c, make_transforms(c));
+  };
+  // Photos decoded to RGB: 3 channels of uint8, no decoding needed to know it.
+  const fs::path photos = photo_folder(dir, "photos", 2);
+  EXPECT_EQ(shape_for(photos, config).describe(), "4 x 8x8x3 nhwc u8");
+  InputConfig normalized = config;
+  normalized.transforms.push_back("normalize");
+  EXPECT_EQ(shape_for(photos, normalized).describe(), "4 x 8x8x3 nchw f32");
+
+  // Grey scans kept as they are: one channel.
+  for (int i = 0; i < 2; ++i)
+    write_bytes(dir / "scans" / "a" / (std::to_string(i) + ".jpg"), nodes::encode_jpeg(cv::Mat(16, 24, CV_8UC1, cv::Scalar(9))));
+  InputConfig keep = config;
+  keep.decode = default_decode_options(nodes::DecodeColor::keep);
+  EXPECT_EQ(shape_for(dir / "scans", keep).describe(), "4 x 8x8x1 nhwc u8");
+  EXPECT_EQ(shape_for(dir / "scans", config).describe(), "4 x 8x8x3 nhwc u8");
+
+  // Pairs: a mask beside the pixels, whatever the colour mode.
+  EXPECT_EQ(shape_for(segmentation_folder(dir, "pairs", 2), config).describe(), "4 x 8x8x3 nhwc u8 + mask u8");
+
+  // The transforms must end at the size; unreadable data is named.
+  InputConfig wrong = keep;
+  wrong.size = 9;
+  EXPECT_THAT(error_message([&] { shape_for(dir / "scans", wrong); }), HasSubstr("the transforms make 8x8 images"));
+  write_bytes(dir / "broken" / "a" / "0.jpg", nodes::test::distinct_bytes(1));
+  EXPECT_THAT(error_message([&] { shape_for(dir / "broken", keep); }),
+              HasSubstr("none of its first 1 items could be read and decoded"));
 }
 
 TEST(OpenTrainingData, FindsTheSiblingValidationFolder) {

@@ -34,6 +34,21 @@ TEST(ModelCard, RoundTripsThroughMetadata) {
   EXPECT_EQ(back.image_size, card.image_size);
   EXPECT_EQ(back.classes, card.classes);
   EXPECT_EQ(back.eval_transforms, card.eval_transforms);
+  EXPECT_EQ(back.channels, 3);
+  EXPECT_EQ(back.color, "rgb");
+  ModelCard grey = card;
+  grey.channels = 1;
+  grey.color = "keep";
+  const ModelCard grey_back = model_card_from(to_metadata(grey), "grey.safetensors");
+  EXPECT_EQ(grey_back.channels, 1);
+  EXPECT_EQ(grey_back.color, "keep");
+  // Checkpoints from before the input's channels were recorded are RGB.
+  std::map<std::string, std::string> old = to_metadata(grey);
+  old.erase("channels");
+  old.erase("color");
+  EXPECT_EQ(model_card_from(old, "old.safetensors").channels, 3);
+  old["color"] = "cmyk";
+  EXPECT_THAT(error_message([&] { model_card_from(old, "old.safetensors"); }), HasSubstr("color 'cmyk'"));
 }
 
 TEST(ModelCard, AMissingEntryNamesTheFileAndTheEntry) {
@@ -73,6 +88,20 @@ TEST(ModelCard, ACheckpointLoadsForInferenceWithTheSameOutputs) {
   const nn::Tensor images = nn::Tensor::view_of(pixels.data(), {2, 3, 16, 16}, gpu::DType::f32);
   nn::Context ctx{.backend = *backend, .mode = nn::Mode::eval};
   EXPECT_EQ(loaded.model->forward(images, ctx).to_vector(), model->forward(images, ctx).to_vector());
+
+  // A model of grey scans: the card's channels build the model it was trained as.
+  auto grey_model = nn::make_model("small_cnn", {.classes = 3, .in_channels = 1, .seed = 7});
+  nn::Trainer grey_trainer(*grey_model, *backend,
+                           {.sgd = {}, .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.1f}});
+  ModelCard grey = card;
+  grey.channels = 1;
+  grey.color = "keep";
+  grey_trainer.set_metadata(to_metadata(grey));
+  grey_trainer.save(dir / "grey.safetensors");
+  const InferenceModel grey_loaded = load_for_inference(dir / "grey.safetensors", *backend);
+  const nn::Tensor grey_images = nn::Tensor::view_of(pixels.data(), {2, 1, 16, 16}, gpu::DType::f32);
+  EXPECT_EQ(grey_loaded.model->forward(grey_images, ctx).to_vector(), grey_model->forward(grey_images, ctx).to_vector());
+  EXPECT_THROW(nn::make_model("small_cnn", {.classes = 3, .in_channels = 0}), std::invalid_argument);
 
   // A checkpoint without a card names itself and says what is missing.
   nn::Trainer bare(*model, *backend, {.sgd = {}, .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.1f}});

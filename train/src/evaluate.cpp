@@ -53,6 +53,7 @@ InputConfig inference_input(const ModelCard& card, std::size_t batch_size) {
   config.batch_size = batch_size;
   config.size = card.image_size;
   config.transforms = card.eval_transforms;
+  config.decode = default_decode_options(card.color == "keep" ? nodes::DecodeColor::keep : nodes::DecodeColor::rgb);
   config.shuffle = false;
   config.drop_last = false;
   return config;

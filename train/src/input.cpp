@@ -12,9 +12,14 @@
 #include <stoke/nodes/normalize.hpp>
 #include <stoke/nodes/packed.hpp>
 #include <stoke/nodes/registry.hpp>
+#include <stoke/nodes/segmentation_folder.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
 #include <stoke/nodes/opencv_codec.hpp>
 #define STOKE_TRAIN_HAS_IMGCODECS 1
+#endif
+#if __has_include(<stoke/nodes/dicom_codec.hpp>)
+#include <stoke/nodes/dicom_codec.hpp>
+#define STOKE_TRAIN_HAS_DICOM 1
 #endif
 #include <thread>
 
@@ -39,24 +44,43 @@ bool looks_like_cifar(const fs::path& dir) {
   return false;
 }
 
+// images/ and masks/ side by side, and nothing else but hidden entries and files.
+bool looks_like_segmentation(const fs::path& dir) {
+  if (!fs::is_directory(dir / "images") || !fs::is_directory(dir / "masks")) return false;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name != "images" && name != "masks" && name.front() != '.') return false;
+  }
+  return true;
+}
+
+// Scanners name DICOM files without an extension (or by UID): such files are probed for DICOM.
+nodes::DatasetPtr image_folder(const fs::path& path) {
+  nodes::ImageFolderOptions options;
+  options.probe_extensionless_dicom = true;
+  return std::make_shared<nodes::ImageFolder>(path, options);
+}
+
 }  // namespace
 
 nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) {
-  if (!format.empty() && format != "auto" && format != "folder" && format != "filelist" && format != "cifar" &&
-      format != "packed") {
-    throw std::invalid_argument("--format must be auto, folder, filelist, cifar or packed (got '" + format + "')");
+  static const std::vector<std::string> formats{"auto", "folder", "segmentation", "filelist", "cifar", "packed"};
+  if (!format.empty() && std::find(formats.begin(), formats.end(), format) == formats.end()) {
+    throw std::invalid_argument("--format must be auto, folder, segmentation, filelist, cifar or packed (got '" +
+                                format + "')");
   }
   std::error_code error;
   const auto status = fs::status(path, error);
   if (!fs::exists(status)) {
     throw std::runtime_error(path.string() +
-                             ": no such file or folder (give an image folder, a .stoke pack, a list file or a "
-                             "CIFAR folder; `stoke gen-shapes --out DIR` makes a small dataset)");
+                             ": no such file or folder (give an image folder, a segmentation folder, a .stoke pack, a "
+                             "list file or a CIFAR folder; `stoke gen-shapes --out DIR` makes a small dataset)");
   }
-  if (format == "folder" || format == "cifar") {
+  if (format == "folder" || format == "cifar" || format == "segmentation") {
     if (!fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a folder");
     if (format == "cifar") return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
-    return std::make_shared<nodes::ImageFolder>(path);
+    if (format == "segmentation") return std::make_shared<nodes::SegmentationFolder>(path);
+    return image_folder(path);
   }
   if (format == "packed" || format == "filelist") {
     if (fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a file");
@@ -65,7 +89,8 @@ nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) 
   }
   if (fs::is_directory(status)) {
     if (looks_like_cifar(path)) return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
-    return std::make_shared<nodes::ImageFolder>(path);
+    if (looks_like_segmentation(path)) return std::make_shared<nodes::SegmentationFolder>(path);
+    return image_folder(path);
   }
   if (path.extension() == ".idx") {
     throw std::runtime_error(path.string() + ": this is a pack's index; give the data file " +
@@ -77,10 +102,14 @@ nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) 
   return std::make_shared<nodes::FileList>(path, path.parent_path());
 }
 
-nodes::DecodeOptions default_decode_options() {
+nodes::DecodeOptions default_decode_options(nodes::DecodeColor color) {
   nodes::DecodeOptions options;
+  options.color = color;
 #ifdef STOKE_TRAIN_HAS_IMGCODECS
-  options.other_formats = nodes::opencv_codec();
+  options.other_formats = nodes::opencv_codec(color);
+#endif
+#ifdef STOKE_TRAIN_HAS_DICOM
+  options.other_formats = nodes::dicom_codec(std::move(options.other_formats));
 #endif
   return options;
 }
@@ -91,6 +120,44 @@ std::vector<nodes::TransformPtr> make_transforms(const InputConfig& config) {
     specs = {"random_resized_crop size=" + std::to_string(config.size), "random_horizontal_flip", "normalize"};
   }
   return nodes::Registry::builtin().make_list(std::span<const std::string>(specs));
+}
+
+nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& config,
+                              const std::vector<nodes::TransformPtr>& transforms) {
+  const bool normalized = !transforms.empty() && transforms.back()->name() == "normalize";
+  nodes::BatchShape rgb{.batch_size = config.batch_size,
+                        .height = config.size,
+                        .width = config.size,
+                        .channels = 3,
+                        .layout = normalized ? nodes::BatchLayout::nchw : nodes::BatchLayout::nhwc,
+                        .pixel_type = normalized ? nodes::ElementType::f32 : nodes::ElementType::u8};
+  // Read the first items until one reads: its fields say whether the batches carry masks or
+  // targets; with DecodeColor::rgb and neither, the shape is the one above without decoding.
+  constexpr std::size_t tries = 16;
+  std::string failures;
+  for (std::size_t i = 0; i < std::min(dataset.size(), tries); ++i) {
+    try {
+      nodes::Sample sample = dataset.read(i);
+      sample.index = i;
+      if (config.decode.color == nodes::DecodeColor::rgb && sample.mask.empty() && sample.targets.empty()) return rgb;
+      nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(transforms, config.seed), config.fuse);
+      const nodes::Image image = decode(std::move(sample));
+      if (image.width() != config.size || image.height() != config.size) {
+        throw std::invalid_argument("the transforms make " + std::to_string(image.width()) + "x" +
+                                    std::to_string(image.height()) + " images, not " + std::to_string(config.size) +
+                                    "x" + std::to_string(config.size) + ": end them with a crop or resize to the size");
+      }
+      return nodes::shape_of(image, config.batch_size);
+    } catch (const std::invalid_argument&) {
+      throw;  // the recipe, not the item
+    } catch (const std::exception& error) {
+      failures += std::string("\n  ") + error.what();
+    }
+  }
+  if (dataset.size() == 0) return rgb;  // nothing to batch: any shape will do
+  throw std::runtime_error("the batch shape comes from the data, but none of its first " +
+                           std::to_string(std::min(dataset.size(), tries)) + " items could be read and decoded:" +
+                           failures);
 }
 
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
@@ -110,12 +177,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
       transforms.pop_back();
     }
   }
-  const bool normalized = !transforms.empty() && transforms.back()->name() == "normalize";
-  nodes::BatchShape shape{.batch_size = config.batch_size,
-                          .height = config.size,
-                          .width = config.size,
-                          .channels = 3,
-                          .layout = normalized ? nodes::BatchLayout::nchw_f32 : nodes::BatchLayout::nhwc_u8};
+  const nodes::BatchShape shape = batch_shape(*dataset, config, transforms);
 
   graph::PipelineOptions options;
   options.threads = config.threads;

@@ -32,7 +32,9 @@ std::map<std::string, std::string> to_metadata(const ModelCard& card) {
   return {{"model", card.model},
           {"image_size", std::to_string(card.image_size)},
           {"classes", join_lines(card.classes)},
-          {"eval_transforms", join_lines(card.eval_transforms)}};
+          {"eval_transforms", join_lines(card.eval_transforms)},
+          {"channels", std::to_string(card.channels)},
+          {"color", card.color}};
 }
 
 ModelCard model_card_from(const std::map<std::string, std::string>& metadata, const std::string& source) {
@@ -50,6 +52,13 @@ ModelCard model_card_from(const std::map<std::string, std::string>& metadata, co
   card.image_size = std::atoi(get("image_size").c_str());
   card.classes = split_lines(get("classes"));
   card.eval_transforms = split_lines(get("eval_transforms"));
+  // Optional: checkpoints written before they were recorded are RGB.
+  if (const auto it = metadata.find("channels"); it != metadata.end()) card.channels = std::atoi(it->second.c_str());
+  if (const auto it = metadata.find("color"); it != metadata.end()) card.color = it->second;
+  if (card.channels < 1 || (card.color != "rgb" && card.color != "keep")) {
+    throw std::runtime_error(source + ": the checkpoint's metadata is damaged (channels " +
+                             std::to_string(card.channels) + ", color '" + card.color + "')");
+  }
   if (card.image_size < 1 || card.classes.size() < 2) {
     throw std::runtime_error(source + ": the checkpoint's metadata is damaged (image_size '" + get("image_size") +
                              "', " + std::to_string(card.classes.size()) + " class names)");
@@ -63,7 +72,8 @@ InferenceModel load_for_inference(const fs::path& checkpoint, nn::Backend& backe
   const std::string source = checkpoint.string();
   InferenceModel loaded{model_card_from(nn::read_checkpoint_metadata(checkpoint).extra, source), nullptr};
   try {
-    loaded.model = nn::make_model(loaded.card.model, {.classes = static_cast<int>(loaded.card.classes.size())});
+    loaded.model = nn::make_model(loaded.card.model, {.classes = static_cast<int>(loaded.card.classes.size()),
+                                                       .in_channels = loaded.card.channels});
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(source + ": the checkpoint's model cannot be built: " + e.what());
   }

@@ -11,8 +11,8 @@ namespace stoke::train {
 
 int Recipe::image_size() const { return size > 0 ? size : default_image_size(model); }
 
-std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn::Backend& backend) {
-  auto model = nn::make_model(recipe.model, {.classes = classes, .seed = recipe.seed});
+std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn::Backend& backend, int channels) {
+  auto model = nn::make_model(recipe.model, {.classes = classes, .in_channels = channels, .seed = recipe.seed});
   model->to(backend.device(), backend.stream());
   return model;
 }
@@ -58,10 +58,11 @@ InputConfig training_input(const Recipe& recipe) {
   input.threads = recipe.threads;
   input.on_error = recipe.on_error;
   input.autotune = recipe.autotune;
+  input.decode = default_decode_options(recipe.color);
   return input;
 }
 
-FitOptions fit_options(const Recipe& recipe, const std::vector<std::string>& classes) {
+FitOptions fit_options(const Recipe& recipe, const std::vector<std::string>& classes, int channels) {
   FitOptions options;
   options.epochs = recipe.epochs;
   options.seed = recipe.seed;
@@ -70,7 +71,9 @@ FitOptions fit_options(const Recipe& recipe, const std::vector<std::string>& cla
   options.metadata = to_metadata({.model = recipe.model,
                                   .image_size = recipe.image_size(),
                                   .classes = classes,
-                                  .eval_transforms = options.val_input.transforms});
+                                  .eval_transforms = options.val_input.transforms,
+                                  .channels = channels,
+                                  .color = recipe.color == nodes::DecodeColor::keep ? "keep" : "rgb"});
   return options;
 }
 

@@ -21,6 +21,7 @@
 #include <dcmtk/dcmdata/dcfilefo.h>
 #include <dcmtk/dcmdata/dcistrmb.h>
 #include <dcmtk/dcmdata/dcmetinf.h>
+#include <dcmtk/oflog/oflog.h>
 #include <dcmtk/dcmdata/dccodec.h>
 #include <dcmtk/dcmdata/dcpixel.h>
 #include <dcmtk/dcmdata/dcpixseq.h>
@@ -45,6 +46,9 @@ constexpr std::uint64_t max_frame_pixels = 64'000'000;
 void register_codecs() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // DCMTK logs what it finds wrong in a file on stderr; stoke reports it in the DecodeError that
+    // names the file (skipped and listed, or failing the run), so the log would only say it twice.
+    OFLog::configure(OFLogger::FATAL_LOG_LEVEL);
     DJDecoderRegistration::registerCodecs();     // JPEG baseline, extended, lossless (dcmjpeg)
     DJLSDecoderRegistration::registerCodecs();   // JPEG-LS lossless and near-lossless (dcmjpls)
     DcmRLEDecoderRegistration::registerCodecs();  // RLE lossless (dcmdata)

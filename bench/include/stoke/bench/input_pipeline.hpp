@@ -10,6 +10,7 @@
 #include <stoke/graph/stats.hpp>
 #include <stoke/nodes/dataset.hpp>
 #include <stoke/train/input.hpp>
+#include <string>
 #include <vector>
 
 namespace stoke::bench {
@@ -26,6 +27,7 @@ struct InputPipelineOptions {
 struct InputPipelineResult {
   std::size_t batch_size = 0;  ///< the config's, as run
   int size = 0;
+  std::string shape{};  ///< the batches' BatchShape::describe(): pixels, mask and targets
   bool fuse = true;
   bool autotune = false;
   std::uint64_t images = 0;  ///< images that reached the sink

@@ -19,6 +19,8 @@ namespace stoke::nn {
 
 struct ModelOptions {
   int classes = 10;
+  /// The input's channels: 3 for RGB photos, 1 for grayscale scans, N for multispectral data.
+  int in_channels = 3;
   /// Initial weights are a function of this seed only.
   std::uint64_t seed = 0;
   /// The channels of the first stage (small_cnn: 32, doubled at each of its four stages;
@@ -38,7 +40,8 @@ std::span<const ModelInfo> model_catalog() noexcept;
 std::string model_names();
 
 /// The model `name` ("small_cnn", "resnet18", "resnet50", "mobilenet") on the CPU, in f32 NCHW.
-/// Throws std::invalid_argument for an unknown name (listing the known ones) or classes < 1.
+/// Throws std::invalid_argument for an unknown name (listing the known ones), classes < 1 or
+/// in_channels < 1.
 std::unique_ptr<Sequential> make_model(std::string_view name, const ModelOptions& options);
 
 /// Parameters (scalars) of a model.

@@ -23,15 +23,18 @@ namespace stoke::train {
 ///   X.stoke (or a file starting with the pack magic)   a packed shard (stoke pack)
 ///   a .csv / .txt / .lst file                            a FileList, paths relative to its folder
 ///   a folder with CIFAR batch files                      CIFAR-10/100 (train split)
-///   any other folder                                     an ImageFolder (one subfolder per class)
+///   a folder of images/ and masks/ (and no other folder) a SegmentationFolder (pairs by name)
+///   any other folder                                     an ImageFolder (one subfolder per class;
+///                                                        DICOM files too)
 /// Throws std::runtime_error naming the path when it does not exist or cannot be opened.
-/// `format` forces one reading: "folder", "filelist", "cifar" or "packed" ("" or "auto": guess as
+/// `format` forces one reading: "folder", "segmentation", "filelist", "cifar" or "packed" ("" or "auto": guess as
 /// above); another word is std::invalid_argument naming the choices.
 nodes::DatasetPtr open_dataset(const std::filesystem::path& path, const std::string& format = "");
 
-/// JPEG through libjpeg-turbo, and other formats through OpenCV when this build has
-/// stoke::imgcodecs.
-nodes::DecodeOptions default_decode_options();
+/// JPEG through libjpeg-turbo, other formats through OpenCV when this build has stoke::imgcodecs
+/// and DICOM through DCMTK when it has stoke::dicom, all decoding to `color` (8-bit RGB, or what
+/// the files hold).
+nodes::DecodeOptions default_decode_options(nodes::DecodeColor color = nodes::DecodeColor::rgb);
 
 /// What the input pipeline does; the defaults are the ImageNet training recipe at 224.
 struct InputConfig {
@@ -104,9 +107,19 @@ struct Input {
   std::optional<gpu::ConvertOptions> convert{};
 };
 
-/// Builds the Input for `dataset` and `config`: batch shape from the transforms (float NCHW when
-/// the last one is normalize and the host runs it, uint8 NHWC otherwise), pool slots = prefetch + 2, and the pipeline
-/// options, with the scheduler's settings (config.tuning completed) when config.autotune.
+/// The shape of the batches `config` makes of `dataset` through `transforms` (make_transforms'
+/// list, less a normalize left to the device): 8-bit RGB, float NCHW when the last transform is
+/// normalize and uint8 NHWC otherwise, for RGB decoding of plain images (no decode needed); what
+/// the first item that reads and decodes gives (nodes::shape_of: its channels, pixel type, mask
+/// and targets) with DecodeColor::keep or when the samples carry a mask or targets. Throws
+/// std::invalid_argument when the transforms do not end at config.size, std::runtime_error
+/// naming the failures when none of the first 16 items reads and decodes.
+nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& config,
+                              const std::vector<nodes::TransformPtr>& transforms);
+
+/// Builds the Input for `dataset` and `config`: batch shape by batch_shape(), pool slots =
+/// prefetch + 2, and the pipeline options, with the scheduler's settings (config.tuning
+/// completed) when config.autotune.
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config);
 
 /// A skipped item named: the file (the dataset's name for it) and the stage's reason.

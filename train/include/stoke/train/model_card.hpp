@@ -19,6 +19,10 @@ struct ModelCard {
   int image_size = 0;
   std::vector<std::string> classes;
   std::vector<std::string> eval_transforms;
+  /// The input's channels and how images were decoded for it ("rgb" or "keep", DecodeColor);
+  /// checkpoints from before they were recorded are RGB.
+  int channels = 3;
+  std::string color = "rgb";
 };
 std::map<std::string, std::string> to_metadata(const ModelCard& card);
 /// Throws std::runtime_error naming `source` (the checkpoint) when an entry is missing.

@@ -45,6 +45,9 @@ struct Recipe {
   int threads = 0;                                 ///< input threads (0: the scheduler's choice)
   bool autotune = true;                            ///< the scheduler moves the input stages' threads
   graph::OnError on_error = graph::OnError::skip;  ///< an unreadable image: skip it, or fail the run
+  /// How images are decoded: 8-bit RGB, or what the files hold (grayscale as 1 channel, 16-bit
+  /// and DICOM values kept); the model's input channels follow the data.
+  nodes::DecodeColor color = nodes::DecodeColor::rgb;
 
   /// `size`, or the model's default when 0.
   int image_size() const;
@@ -52,7 +55,7 @@ struct Recipe {
 
 /// The recipe's model for `classes` classes, its initial weights from the seed, on `backend`'s
 /// device. Throws std::invalid_argument for an unknown model name (listing the known ones).
-std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn::Backend& backend);
+std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn::Backend& backend, int channels = 3);
 
 /// SGD (Nesterov momentum, weight decay) with the recipe's schedule over its epochs of
 /// `train_images` images (epoch_schedule), label smoothing, accumulation, seed and precision.
@@ -67,8 +70,8 @@ InputConfig training_input(const Recipe& recipe);
 
 /// The recipe's epochs and seed, its training input (batch, size, transforms, threads, scheduler,
 /// error policy) and the matching evaluation input (default_eval_transforms), and the model card
-/// of `classes` as checkpoint metadata, so that `stoke classify` and `stoke evaluate` can use
-/// the checkpoints.
-FitOptions fit_options(const Recipe& recipe, const std::vector<std::string>& classes);
+/// of `classes` and `channels` input channels as checkpoint metadata, so that `stoke classify`
+/// and `stoke evaluate` can use the checkpoints.
+FitOptions fit_options(const Recipe& recipe, const std::vector<std::string>& classes, int channels = 3);
 
 }  // namespace stoke::train
