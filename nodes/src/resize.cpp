@@ -1,7 +1,9 @@
 #include "stoke/nodes/resize.hpp"
 
+#include <algorithm>
 #include <opencv2/imgproc.hpp>
 #include <stdexcept>
+#include <vector>
 
 namespace stoke::nodes {
 
@@ -45,8 +47,26 @@ cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolat
       flag = cv::INTER_NEAREST;
       break;
   }
+  if (src.channels() <= 4) {
+    cv::Mat dst;
+    cv::resize(src, dst, out, 0, 0, flag);
+    return dst;
+  }
+  // OpenCV's area resampling takes at most 4 channels: wider images (multispectral bands) go
+  // through in groups of 4 and are put back together, channel order kept.
+  std::vector<cv::Mat> groups;
+  for (int first = 0; first < src.channels(); first += 4) {
+    const int n = std::min(4, src.channels() - first);
+    cv::Mat group(src.size(), CV_MAKETYPE(src.depth(), n));
+    std::vector<int> from_to;
+    for (int k = 0; k < n; ++k) from_to.insert(from_to.end(), {first + k, k});
+    cv::mixChannels(&src, 1, &group, 1, from_to.data(), static_cast<std::size_t>(n));
+    cv::Mat resized;
+    cv::resize(group, resized, out, 0, 0, flag);
+    groups.push_back(std::move(resized));
+  }
   cv::Mat dst;
-  cv::resize(src, dst, out, 0, 0, flag);
+  cv::merge(groups, dst);
   return dst;
 }
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <stoke/nodes/resize.hpp>
 #include <string>
+#include <vector>
 
 namespace stoke::nodes {
 namespace {
@@ -117,6 +118,29 @@ TEST(Resize, ResizePixelsCopiesAndNeverWritesTheSource) {
   EXPECT_EQ(cv::norm(same, roi, cv::NORM_INF), 0);
   EXPECT_THROW(resize_pixels(roi, {0, 5}, Interpolation::bilinear), std::invalid_argument);
   EXPECT_THROW(resize_pixels(cv::Mat(), {5, 5}, Interpolation::bilinear), std::invalid_argument);
+}
+
+// OpenCV's area filter stops at 4 channels; resize_pixels resamples wider images in groups. Each
+// channel must come out as it does alone.
+TEST(Resize, ImagesOfMoreThanFourChannelsResampleEachChannelAsAlone) {
+  cv::Mat bands(30, 41, CV_16UC(7));
+  cv::randu(bands, 0, 65535);
+  for (const Interpolation interpolation : {Interpolation::bilinear, Interpolation::area, Interpolation::nearest}) {
+    for (const cv::Size out : {cv::Size(13, 9), cv::Size(20, 15), cv::Size(50, 33)}) {
+      const cv::Mat resized = resize_pixels(bands, out, interpolation);
+      ASSERT_EQ(resized.type(), CV_16UC(7));
+      ASSERT_EQ(resized.size(), out);
+      std::vector<cv::Mat> alone;
+      cv::split(bands, alone);
+      std::vector<cv::Mat> got;
+      cv::split(resized, got);
+      for (int ch = 0; ch < 7; ++ch) {
+        const cv::Mat expected = resize_pixels(alone[static_cast<std::size_t>(ch)], out, interpolation);
+        EXPECT_EQ(cv::norm(expected, got[static_cast<std::size_t>(ch)], cv::NORM_INF), 0.0)
+            << "channel " << ch << " to " << out << " with " << to_string(interpolation);
+      }
+    }
+  }
 }
 
 TEST(Resize, RejectsBadParametersNamingThem) {
