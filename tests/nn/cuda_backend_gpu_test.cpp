@@ -223,10 +223,11 @@ TEST_P(CudaBackendTest, LinearMatchesTheCpu) {
   expect_close(dw_cpu, down(dw_gpu), tol(), "dw accumulated twice");
 }
 
-// Three shapes: channels that do not fill a 16-byte pack, channels that do, and enough rows for
-// the channels-last kernels to split them into many groups.
+// Four shapes: channels that do not fill a 16-byte pack, channels that do, a number of packs per
+// row that is not a power of two (5 of bf16, 10 of f32: blocks of 5 or 10 lanes), and enough rows
+// for the channels-last kernels to split them into many groups.
 TEST_P(CudaBackendTest, BatchNormMatchesTheCpu) {
-  for (const Shape& shape : {Shape{3, 5, 6, 7}, Shape{4, 16, 5, 6}, Shape{8, 64, 14, 14}}) {
+  for (const Shape& shape : {Shape{3, 5, 6, 7}, Shape{4, 16, 5, 6}, Shape{2, 40, 9, 11}, Shape{8, 64, 14, 14}}) {
     SCOPED_TRACE(to_string(shape));
     batch_norm_matches_the_cpu(shape);
   }

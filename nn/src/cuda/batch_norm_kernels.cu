@@ -1,8 +1,9 @@
 // CudaBackend's batch normalisation kernels (kernels.hpp). Channels-first (NCHW, where cuDNN has
 // no kernel): one block per channel for the statistics and the gradients, summed in double as
 // the CPU reference sums them; a grid-stride loop for inference. Channels-last (NHWC): a grid of
-// (channel group, row group) blocks whose partial sums in double are added up per channel in a
-// fixed order, then one pass that normalises 16 bytes at a time. Deterministic either way: no
+// (channel group, row group) blocks, each thread reading 16 bytes of a row at a time, whose partial
+// sums in double are added up per channel in a fixed order, then one pass that normalises 16
+// bytes at a time. Deterministic either way: no
 // floating-point atomics.
 //
 // Why not cuDNN's for channels-last: on the first GPU run (H200, ResNet-50, batch 256, bf16) its
@@ -103,20 +104,37 @@ __global__ void bn_backward_kernel(const T* x, const T* dy, const float* gamma, 
 
 // ---- channels-last: x is `rows` (N H W) rows of `channels` values
 
-constexpr int kBnLanes = 32;  // threads across channels: a warp reads 32 neighbouring values of a row
-constexpr int kBnRows = 16;   // threads across rows
+// The sums pass: blocks of kBnThreads threads, `lanes` across a row's channels (a pack of P
+// channels each: 16 bytes, or one value when P is 1) and kBnThreads / lanes across rows; a grid of
+// (channel group, row group) blocks, about kBnTargetBlocks of them.
+constexpr int kBnThreads = 256;
 constexpr std::int64_t kBnTargetBlocks = 1024;  // enough to fill any current GPU several times
 
 struct BnGrid {
+  int pack;  // channels per thread: 1, or kPack<T> when rows split into aligned 16-byte packs
+  unsigned lanes;
+  unsigned rows_per_block;
   unsigned channel_groups;
   unsigned row_groups;
 };
-BnGrid bn_grid(ImageDims d) {
+BnGrid bn_grid(ImageDims d, int pack) {
   const std::int64_t rows = d.n * d.h * d.w;
-  const std::int64_t groups = (d.c + kBnLanes - 1) / kBnLanes;
+  const std::int64_t units = (d.c + pack - 1) / pack;  // packs (or values) per row
+  const auto lanes = static_cast<unsigned>(std::clamp<std::int64_t>(units, 1, 32));
+  const unsigned rows_per_block = kBnThreads / lanes;
+  const std::int64_t groups = (units + lanes - 1) / lanes;
   const std::int64_t row_groups =
-      std::clamp<std::int64_t>((kBnTargetBlocks + groups - 1) / groups, 1, (rows + kBnRows - 1) / kBnRows);
-  return {static_cast<unsigned>(groups), static_cast<unsigned>(std::max<std::int64_t>(row_groups, 1))};
+      std::clamp<std::int64_t>((kBnTargetBlocks + groups - 1) / groups, 1, (rows + rows_per_block - 1) / rows_per_block);
+  return {pack, lanes, rows_per_block, static_cast<unsigned>(groups),
+          static_cast<unsigned>(std::max<std::int64_t>(row_groups, 1))};
+}
+// Packs of 16 bytes when every row is whole packs and the tensors are aligned: a warp then reads
+// 512 contiguous bytes, not 32 values of 2 bytes.
+template <class T>
+BnGrid bn_grid_for(ImageDims d, const void* x, const void* dy, const void* out = nullptr) {
+  const bool packed =
+      d.c % kPack<T> == 0 && aligned16(x) && (dy == nullptr || aligned16(dy)) && (out == nullptr || aligned16(out));
+  return bn_grid(d, packed ? kPack<T> : 1);
 }
 
 // The workspace: partial sums double [row_groups][2][C], then four float [C] per-channel terms.
@@ -125,8 +143,7 @@ struct BnWorkspace {
   float* terms;
   int row_groups;
 };
-BnWorkspace bn_workspace(void* workspace, ImageDims d) {
-  const BnGrid grid = bn_grid(d);
+BnWorkspace bn_workspace(void* workspace, ImageDims d, const BnGrid& grid) {
   auto* partial = static_cast<double*>(workspace);
   return {partial, reinterpret_cast<float*>(partial + std::int64_t{grid.row_groups} * 2 * d.c),
           static_cast<int>(grid.row_groups)};
@@ -149,31 +166,67 @@ struct Gradients {
   }
 };
 
-template <class T, class Sums>
-__global__ void bn_nhwc_sums_kernel(Sums sums, const T* x, const T* dy, std::int64_t rows, std::int64_t channels,
-                                    double* partial) {
-  __shared__ double shared_a[kBnRows][kBnLanes + 1];
-  __shared__ double shared_b[kBnRows][kBnLanes + 1];
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kBnLanes + threadIdx.x;
-  double a = 0;
-  double b = 0;
-  if (c < channels) {
-    const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * kBnRows;
-    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * kBnRows + threadIdx.y; r < rows; r += stride) {
-      const std::int64_t at = r * channels + c;
-      sums.add(load(x, at), dy != nullptr ? load(dy, at) : 0.0f, c, a, b);
+// One row's P values of x (and dy) at pack `i` of the tensor: a 16-byte load each, or one value.
+template <class T, int P>
+struct RowPart {
+  float x[P];
+  float dy[P];
+  __device__ RowPart(const T* xs, const T* dys, std::int64_t i) {
+    if constexpr (P == 1) {
+      x[0] = load(xs, i);
+      dy[0] = dys != nullptr ? load(dys, i) : 0.0f;
+    } else {
+      const Pack<T> px = reinterpret_cast<const Pack<T>*>(xs)[i];
+      Pack<T> pd{};
+      if (dys != nullptr) pd = reinterpret_cast<const Pack<T>*>(dys)[i];
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        x[k] = load(px.v, k);
+        dy[k] = dys != nullptr ? load(pd.v, k) : 0.0f;
+      }
     }
   }
-  shared_a[threadIdx.y][threadIdx.x] = a;
-  shared_b[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < channels) {
-    for (int k = 1; k < kBnRows; ++k) {
-      a += shared_a[k][threadIdx.x];
-      b += shared_b[k][threadIdx.x];
+};
+
+// Block (lanes x rows_per_block): thread (tx, ty) sums channels [(group * lanes + tx) * P, + P) over
+// rows ty, ty + rows_per_block, ... of its row group; the block then adds its rows per channel in a
+// fixed order. Shared memory: 2 x kBnThreads x P doubles.
+template <class T, int P, class Sums>
+__global__ void bn_nhwc_sums_kernel(Sums sums, const T* x, const T* dy, std::int64_t rows, std::int64_t channels,
+                                    double* partial) {
+  extern __shared__ double shared[];
+  const std::int64_t units = channels / P;  // P == 1, or channels a multiple of P
+  const std::int64_t unit = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  double a[P] = {};
+  double b[P] = {};
+  if (unit < units) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
+    for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += stride) {
+      const RowPart<T, P> part(x, dy, r * units + unit);
+#pragma unroll
+      for (int k = 0; k < P; ++k) sums.add(part.x[k], part.dy[k], unit * P + k, a[k], b[k]);
     }
-    partial[(static_cast<std::int64_t>(blockIdx.y) * 2) * channels + c] = a;
-    partial[(static_cast<std::int64_t>(blockIdx.y) * 2 + 1) * channels + c] = b;
+  }
+  const unsigned width = blockDim.x * P;  // channels of this block
+  double* shared_a = shared;
+  double* shared_b = shared + blockDim.y * width;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    shared_a[threadIdx.y * width + threadIdx.x * P + k] = a[k];
+    shared_b[threadIdx.y * width + threadIdx.x * P + k] = b[k];
+  }
+  __syncthreads();
+  for (unsigned column = threadIdx.y * blockDim.x + threadIdx.x; column < width; column += blockDim.x * blockDim.y) {
+    const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * width + column;
+    if (c >= channels) continue;
+    double total_a = 0;
+    double total_b = 0;
+    for (unsigned y = 0; y < blockDim.y; ++y) {
+      total_a += shared_a[y * width + column];
+      total_b += shared_b[y * width + column];
+    }
+    partial[(static_cast<std::int64_t>(blockIdx.y) * 2) * channels + c] = total_a;
+    partial[(static_cast<std::int64_t>(blockIdx.y) * 2 + 1) * channels + c] = total_b;
   }
 }
 
@@ -234,66 +287,81 @@ __global__ void bn_nhwc_finish_backward_kernel(const double* partial, int row_gr
   }
 }
 
-// out = f(x, dy, channel terms), 16 bytes at a time when C is a multiple of the pack (so a pack
-// never crosses a row) and the pointers are aligned; one by one otherwise and for the rest.
+// out = f(x, dy, its channel's terms) on the grid of the sums pass: a thread keeps to one pack of
+// channels, so it loads their terms once and then streams rows, 16 bytes at a time (one value at a
+// time on the scalar grid) -- no per-element channel index, no per-element loads of the terms.
 struct Normalize {
-  __device__ float operator()(float x, float /*dy*/, const float* t, std::int64_t c, std::int64_t C) const {
-    return (x - t[c]) * t[C + c] + t[2 * C + c];
+  __device__ float operator()(float x, float /*dy*/, float mean, float scale, float shift, float /*unused*/) const {
+    return (x - mean) * scale + shift;
   }
 };
 struct InputGradient {
-  __device__ float operator()(float x, float dy, const float* t, std::int64_t c, std::int64_t C) const {
-    return t[C + c] * (dy - t[2 * C + c] - (x - t[c]) * t[3 * C + c]);
+  __device__ float operator()(float x, float dy, float mean, float k1, float mean_dy, float k3) const {
+    return k1 * (dy - mean_dy - (x - mean) * k3);
   }
 };
 
-template <class T, class F, bool Packed>
-__global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t n,
-                                   std::int64_t channels) {
-  constexpr int P = kPack<T>;
-  const std::int64_t packs = Packed ? n / P : 0;
-  if constexpr (Packed) {
-    STOKE_GRID_LOOP(i, packs) {
-      const Pack<T> px = reinterpret_cast<const Pack<T>*>(x)[i];
-      Pack<T> pd{};
-      if (dy != nullptr) pd = reinterpret_cast<const Pack<T>*>(dy)[i];
-      const std::int64_t c0 = (i * P) % channels;
+template <class T, int P, class F>
+__global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t rows,
+                                   std::int64_t channels, int term_count) {
+  const std::int64_t units = channels / P;
+  const std::int64_t unit = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= units) return;
+  float t[4][P];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int k = 0; k < P; ++k) t[j][k] = j < term_count ? terms[j * channels + unit * P + k] : 0.0f;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += stride) {
+    const std::int64_t i = r * units + unit;
+    const RowPart<T, P> part(x, dy, i);
+    if constexpr (P == 1) {
+      store(out, i, f(part.x[0], part.dy[0], t[0][0], t[1][0], t[2][0], t[3][0]));
+    } else {
       Pack<T> po;
 #pragma unroll
-      for (int k = 0; k < P; ++k) {
-        store(po.v, k, f(load(px.v, k), dy != nullptr ? load(pd.v, k) : 0.0f, terms, c0 + k, channels));
-      }
+      for (int k = 0; k < P; ++k) store(po.v, k, f(part.x[k], part.dy[k], t[0][k], t[1][k], t[2][k], t[3][k]));
       reinterpret_cast<Pack<T>*>(out)[i] = po;
     }
-  }
-  STOKE_GRID_LOOP(i, n - packs * P) {
-    const std::int64_t j = packs * P + i;
-    store(out, j, f(load(x, j), dy != nullptr ? load(dy, j) : 0.0f, terms, j % channels, channels));
   }
 }
 
 template <class T, class F>
-void launch_bn_nhwc_map(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t n,
-                        std::int64_t channels, Stream stream) {
-  if (channels % kPack<T> == 0 && aligned16(x) && aligned16(out) && (dy == nullptr || aligned16(dy))) {
-    bn_nhwc_map_kernel<T, F, true><<<blocks_for(n / kPack<T>), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
+void launch_bn_nhwc_map(F f, const T* x, const T* dy, const float* terms, int term_count, T* out, ImageDims d,
+                        Stream stream) {
+  const BnGrid grid = bn_grid_for<T>(d, x, dy, out);
+  const dim3 blocks(grid.channel_groups, grid.row_groups);
+  const dim3 threads(grid.lanes, grid.rows_per_block);
+  const std::int64_t rows = d.n * d.h * d.w;
+  if (grid.pack == 1) {
+    bn_nhwc_map_kernel<T, 1><<<blocks, threads, 0, stream>>>(f, x, dy, terms, out, rows, d.c, term_count);
   } else {
-    bn_nhwc_map_kernel<T, F, false><<<blocks_for(n), kThreads, 0, stream>>>(f, x, dy, terms, out, n, channels);
+    bn_nhwc_map_kernel<T, kPack<T>><<<blocks, threads, 0, stream>>>(f, x, dy, terms, out, rows, d.c, term_count);
   }
 }
 
 template <class T, class Sums>
-void launch_bn_nhwc_sums(Sums sums, const T* x, const T* dy, ImageDims d, double* partial, Stream stream) {
-  const BnGrid grid = bn_grid(d);
-  bn_nhwc_sums_kernel<T><<<dim3(grid.channel_groups, grid.row_groups), dim3(kBnLanes, kBnRows), 0, stream>>>(
-      sums, x, dy, d.n * d.h * d.w, d.c, partial);
+void launch_bn_nhwc_sums(Sums sums, const T* x, const T* dy, ImageDims d, const BnGrid& grid, double* partial,
+                         Stream stream) {
+  const dim3 blocks(grid.channel_groups, grid.row_groups);
+  const dim3 threads(grid.lanes, grid.rows_per_block);
+  const std::size_t shared = 2 * std::size_t{kBnThreads} * static_cast<std::size_t>(grid.pack) * sizeof(double);
+  const std::int64_t rows = d.n * d.h * d.w;
+  if (grid.pack == 1) {
+    bn_nhwc_sums_kernel<T, 1><<<blocks, threads, shared, stream>>>(sums, x, dy, rows, d.c, partial);
+  } else {
+    bn_nhwc_sums_kernel<T, kPack<T>><<<blocks, threads, shared, stream>>>(sums, x, dy, rows, d.c, partial);
+  }
 }
 
 }  // namespace
 
 std::size_t batch_norm_nhwc_workspace_bytes(ImageDims dims) {
-  const BnGrid grid = bn_grid(dims);
-  return static_cast<std::size_t>(std::int64_t{grid.row_groups} * 2 * dims.c) * sizeof(double) +
+  // Enough for whichever grid the call takes (its dtype and alignment choose).
+  unsigned row_groups = 0;
+  for (const int pack : {1, 4, 8}) row_groups = std::max(row_groups, bn_grid(dims, pack).row_groups);
+  return static_cast<std::size_t>(std::int64_t{row_groups} * 2 * dims.c) * sizeof(double) +
          static_cast<std::size_t>(4 * dims.c) * sizeof(float);
 }
 
@@ -303,16 +371,17 @@ void batch_norm_nhwc_forward_training(DType dtype, const void* x, const float* g
                                       Stream stream) {
   const std::int64_t rows = dims.n * dims.h * dims.w;
   if (dims.c == 0 || rows == 0) return;
-  const BnWorkspace w = bn_workspace(workspace, dims);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_bn_nhwc_sums(Stats{nullptr}, static_cast<const T*>(x), static_cast<const T*>(nullptr), dims, w.partial,
-                        stream);
+    const BnGrid grid = bn_grid_for<T>(dims, x, nullptr);
+    const BnWorkspace w = bn_workspace(workspace, dims, grid);
+    launch_bn_nhwc_sums(Stats{nullptr}, static_cast<const T*>(x), static_cast<const T*>(nullptr), dims, grid,
+                        w.partial, stream);
     bn_nhwc_finish_forward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
         w.partial, w.row_groups, rows, dims.c, gamma, beta, running_mean, running_var, momentum, eps, saved_mean,
         saved_invstd, w.terms);
-    launch_bn_nhwc_map(Normalize{}, static_cast<const T*>(x), static_cast<const T*>(nullptr), w.terms,
-                       static_cast<T*>(y), rows * dims.c, dims.c, stream);
+    launch_bn_nhwc_map(Normalize{}, static_cast<const T*>(x), static_cast<const T*>(nullptr), w.terms, 3,
+                       static_cast<T*>(y), dims, stream);
   });
   check_launch();
 }
@@ -322,16 +391,17 @@ void batch_norm_nhwc_backward(DType dtype, const void* x, const void* dy, const 
                               void* workspace, Stream stream) {
   const std::int64_t rows = dims.n * dims.h * dims.w;
   if (dims.c == 0 || rows == 0) return;
-  const BnWorkspace w = bn_workspace(workspace, dims);
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    launch_bn_nhwc_sums(Gradients{saved_mean}, static_cast<const T*>(x), static_cast<const T*>(dy), dims, w.partial,
-                        stream);
+    const BnGrid grid = bn_grid_for<T>(dims, x, dy);
+    const BnWorkspace w = bn_workspace(workspace, dims, grid);
+    launch_bn_nhwc_sums(Gradients{saved_mean}, static_cast<const T*>(x), static_cast<const T*>(dy), dims, grid,
+                        w.partial, stream);
     bn_nhwc_finish_backward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
         w.partial, w.row_groups, rows, dims.c, gamma, saved_mean, saved_invstd, dgamma, dbeta, w.terms);
     if (dx != nullptr) {
-      launch_bn_nhwc_map(InputGradient{}, static_cast<const T*>(x), static_cast<const T*>(dy), w.terms,
-                         static_cast<T*>(dx), rows * dims.c, dims.c, stream);
+      launch_bn_nhwc_map(InputGradient{}, static_cast<const T*>(x), static_cast<const T*>(dy), w.terms, 4,
+                         static_cast<T*>(dx), dims, stream);
     }
   });
   check_launch();
