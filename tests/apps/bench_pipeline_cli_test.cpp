@@ -133,6 +133,43 @@ TEST(BenchPipelineCommand, AutotuneOnListsTheSchedulersMovesAndOffMakesNone) {
   EXPECT_THAT(bad.err, HasSubstr("--autotune"));
 }
 
+// Beyond 8-bit RGB: a segmentation folder's masks, a column list's targets and --color keep show in
+// the batch shape the command prints; a bad --format or --color is a usage error naming the choices.
+TEST(BenchPipelineCommand, NewSourcesAndColourModesShowInTheBatchShape) {
+  TempDir scratch;
+  for (int i = 0; i < 4; ++i) {
+    test::write_bytes(scratch / "pairs" / "images" / (std::to_string(i) + ".jpg"), test::small_jpeg(i, 40, 32));
+    test::write_bytes(scratch / "pairs" / "masks" / (std::to_string(i) + ".jpg"),
+                      encode_jpeg(cv::Mat(32, 40, CV_8UC1, cv::Scalar(i)), 100));
+    test::write_bytes(scratch / "grey" / "a" / (std::to_string(i) + ".jpg"),
+                      encode_jpeg(cv::Mat(32, 40, CV_8UC1, cv::Scalar(20 * i)), 90));
+  }
+  test::write_text(scratch / "pairs" / "list.csv",
+                   "path,label,mask,age\nimages/0.jpg,0,masks/0.jpg,31\nimages/1.jpg,1,masks/1.jpg,42.5\n");
+  const auto shape_line = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"bench", "pipeline", "--size", "16", "--batch", "2", "--transform",
+                               "random_resized_crop size=16"});
+    const Result r = run_stoke(scratch.path(), args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::size_t at = r.out.find("batches of ");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  EXPECT_EQ(shape_line({"--data", (scratch / "pairs").string()}), "batches of 2 x 16x16x3 nhwc u8 + mask u8");
+  EXPECT_EQ(shape_line({"--data", (scratch / "pairs").string(), "--format", "segmentation", "--color", "keep"}),
+            "batches of 2 x 16x16x3 nhwc u8 + mask u8");
+  EXPECT_EQ(shape_line({"--data", (scratch / "pairs" / "list.csv").string()}),
+            "batches of 2 x 16x16x3 nhwc u8 + mask u8 + targets age");
+  EXPECT_EQ(shape_line({"--data", (scratch / "grey").string(), "--color", "keep"}), "batches of 2 x 16x16x1 nhwc u8");
+  EXPECT_EQ(shape_line({"--data", (scratch / "grey").string()}), "batches of 2 x 16x16x3 nhwc u8");
+
+  const Result format = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--format", "tar"});
+  EXPECT_EQ(format.exit_code, 2);
+  EXPECT_THAT(format.err, HasSubstr("segmentation"));
+  const Result color = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--color", "grey"});
+  EXPECT_EQ(color.exit_code, 2);
+  EXPECT_THAT(color.err, HasSubstr("keep"));
+}
+
 TEST(BenchPipelineCommand, UnknownTransformListsTheKnownOnes) {
   TempDir scratch;
   make_corpus(scratch / "data");
