@@ -6,6 +6,7 @@
 
 #include "stoke/nodes/center_crop.hpp"
 #include "stoke/nodes/color_jitter.hpp"
+#include "stoke/nodes/filter_boxes.hpp"
 #include "stoke/nodes/normalize.hpp"
 #include "stoke/nodes/random_horizontal_flip.hpp"
 #include "stoke/nodes/random_resized_crop.hpp"
@@ -70,6 +71,17 @@ void register_builtin_transforms(Registry& registry) {
        "mirror left-right with probability p (uint8 or normalized images)",
        {{"p", "double", "0.5", "flip probability, 0..1"}},
        [](const Params& p) -> TransformPtr { return std::make_shared<RandomHorizontalFlip>(p.get_double("p", 0.5)); }});
+
+  registry.add({"filter_boxes",
+                "drop detection boxes the crops have cut down: less than min_visible of their area left, or a side "
+                "under min_size pixels (after the geometric steps)",
+                {{"min_visible", "double", "0", "the fraction of a box's area that must be left, 0..1"},
+                 {"min_size", "double", "0", "the least width and height in pixels"}},
+                [](const Params& p) -> TransformPtr {
+                  return std::make_shared<FilterBoxes>(
+                      BoxFilter{.min_visible = static_cast<float>(p.get_double("min_visible", 0)),
+                                .min_size = static_cast<float>(p.get_double("min_size", 0))});
+                }});
 
   registry.add({"color_jitter",
                 "random brightness, contrast, saturation and hue in a random order (torchvision ColorJitter)",

@@ -61,6 +61,8 @@ void CenterCrop::apply_impl(Image& image, ItemRng& /*rng*/) const {
   const Span y = center_span(image.pixels.rows, size_.height);
   image.pixels = crop_field(image.pixels, x, y, size_);
   if (!image.mask.empty()) image.mask = crop_field(image.mask, x, y, size_);  // padding: class 0
+  // Output pixel (0, 0) is source pixel (x.source - x.target, y.source - y.target); no scaling.
+  crop_resize_boxes(image.boxes, cv::Rect(x.source - x.target, y.source - y.target, size_.width, size_.height), size_);
 }
 
 }  // namespace stoke::nodes

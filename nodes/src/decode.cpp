@@ -509,7 +509,9 @@ Image Decoder::decode_image(const Sample& sample, const Region* region) const {
               .label = sample.label,
               .index = sample.index,
               .epoch = sample.epoch,
-              .name = sample.name};
+              .name = sample.name,
+              .boxes = sample.boxes};
+  if (region != nullptr) crop_resize_boxes(image.boxes, region->crop, region->out);
   if (!sample.mask.empty()) {
     cv::Mat mask = decode_mask(sample);
     if (mask.size() != full) {

@@ -58,6 +58,7 @@ void check_fields(const Image& image, const std::string& what) {
       fail("the mask is " + std::to_string(m.cols) + "x" + std::to_string(m.rows) + " but the image is " +
            std::to_string(image.width()) + "x" + std::to_string(image.height()));
   }
+  if (!image.boxes.empty()) check_boxes(image.boxes, what + ": " + item_name(image));
   for (const auto& [key, target] : image.targets) {
     for (const std::int64_t d : target.shape)
       if (d < 0) fail("target '" + key + "' has a negative dimension");

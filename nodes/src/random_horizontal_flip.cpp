@@ -24,6 +24,7 @@ void RandomHorizontalFlip::apply_impl(Image& image, ItemRng& rng) const {
   if (!rng.bernoulli(p_)) return;
   // Flipping every row mirrors each plane of a CHW image as well. Out of place: the source
   // buffer may be shared (e.g. with a cache).
+  flip_boxes_horizontally(image.boxes, image.width());
   cv::Mat flipped;
   cv::flip(image.pixels, flipped, 1);
   image.pixels = std::move(flipped);

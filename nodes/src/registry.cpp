@@ -376,6 +376,13 @@ std::vector<TransformPtr> Registry::make_list(std::span<const std::string> specs
   return out;
 }
 
+std::vector<TransformPtr> Registry::make_list(std::initializer_list<std::string_view> specs) const {
+  std::vector<TransformPtr> out;
+  out.reserve(specs.size());
+  for (const std::string_view spec : specs) out.push_back(make(spec));
+  return out;
+}
+
 std::vector<TransformPtr> Registry::make_list(std::string_view specs) const {
   std::vector<TransformPtr> out;
   for (const auto part : split(specs, ';')) {

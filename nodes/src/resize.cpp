@@ -85,6 +85,7 @@ cv::Mat resize_mask(const cv::Mat& mask, cv::Size out) {
 void crop_resize_fields(Image& image, cv::Rect crop, cv::Size out, Interpolation interpolation) {
   image.pixels = resize_pixels(image.pixels(crop), out, interpolation);
   if (!image.mask.empty()) image.mask = resize_mask(image.mask(crop), out);
+  crop_resize_boxes(image.boxes, crop, out);
 }
 
 Resize::Resize(int shorter_side, Interpolation interpolation)

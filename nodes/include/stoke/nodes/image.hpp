@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "stoke/nodes/boxes.hpp"
+
 namespace stoke::nodes {
 
 /// How an Image's pixels are laid out.
@@ -67,6 +69,9 @@ struct Image {
   std::uint64_t index = 0;
   std::uint32_t epoch = 0;
   std::string name{};
+  /// Detection boxes, in the pixels' coordinates: geometric transforms move, clip and (when nothing
+  /// is left inside) drop them with the pixels (boxes.hpp).
+  Boxes boxes{};
 
   int width() const noexcept { return pixels.cols; }
   int height() const noexcept {
@@ -81,7 +86,7 @@ struct Image {
 /// transform, "collate", ...) when its fields do not fit together: pixels of a type that is not
 /// an image type for its layout, a chw_f32 image whose rows are not planes x height, a mask of
 /// another size than the pixels or not one channel of class ids, or a target whose values do not
-/// match its shape.
+/// match its shape, or boxes that check_boxes refuses.
 void check_fields(const Image& image, const std::string& what);
 
 /// The image's name for messages: Image::name, or "item <index>" when it has none.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <opencv2/core/types.hpp>
 #include <optional>
@@ -136,6 +137,10 @@ class Registry {
   TransformPtr make(std::string_view spec) const;
   /// One transform per spec, in order.
   std::vector<TransformPtr> make_list(std::span<const std::string> specs) const;
+  /// make_list({"random_resized_crop size=224", "random_horizontal_flip"}): one transform per spec.
+  /// (Without it, two string literals in braces would make one string_view of the bytes between
+  /// them.)
+  std::vector<TransformPtr> make_list(std::initializer_list<std::string_view> specs) const;
   /// Specs separated by ';'. Empty (whitespace-only) segments are skipped, so "" gives {} and a
   /// trailing ';' is harmless.
   std::vector<TransformPtr> make_list(std::string_view specs) const;

@@ -48,7 +48,8 @@ cv::Mat resize_mask(const cv::Mat& mask, cv::Size out);
 
 /// The geometry of crop-and-resize steps, applied to every spatial field of `image`: `crop` (in
 /// the pixels' coordinates, inside them) cut out and resized to `out`, the pixels with
-/// resize_pixels(interpolation), the mask (if any) with resize_mask. Precondition: hwc layout.
+/// resize_pixels(interpolation), the mask (if any) with resize_mask, the boxes (if any) with
+/// crop_resize_boxes. Precondition: hwc layout.
 void crop_resize_fields(Image& image, cv::Rect crop, cv::Size out, Interpolation interpolation);
 
 /// torchvision's Resize. With a shorter-side size N, an H x W image becomes N x int(N * W / H)

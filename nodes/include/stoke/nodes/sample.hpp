@@ -56,6 +56,8 @@ struct Sample {
   std::string mask_name{};  ///< where the mask came from, for reports
   /// Named targets beside `label`, handed on to Image::targets.
   std::map<std::string, Target> targets{};
+  /// Detection boxes in the (upright) image's pixels, handed on to Image::boxes.
+  Boxes boxes{};
 };
 
 /// Reads a whole file. Throws std::runtime_error naming the file and the OS error.

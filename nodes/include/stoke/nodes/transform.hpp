@@ -27,8 +27,10 @@ struct Region {
 /// (seed, epoch, index), so results do not depend on the thread that runs them.
 ///
 /// A step sees the whole Image: a geometric one (crop, resize, flip) applies one geometry to the
-/// pixels and to the mask (nearest-neighbour for the mask: resize.hpp's *_fields helpers); a
-/// photometric one changes the pixels only; a user's step may read or write the targets too.
+/// pixels, the mask (nearest-neighbour: resize.hpp's *_fields helpers) and the boxes (boxes.hpp:
+/// moved, clipped, dropped when nothing is left inside); a photometric one changes the pixels
+/// only; a user's step may read or write the targets too. A user's geometric step must move the
+/// mask and boxes itself, with the same helpers.
 class Transform {
  public:
   virtual ~Transform() = default;
