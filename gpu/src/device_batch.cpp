@@ -24,6 +24,7 @@ DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept
       device_labels_(std::exchange(other.device_labels_, nullptr)),
       mask_(std::exchange(other.mask_, nullptr)),
       targets_(std::move(other.targets_)),
+      boxes_(std::exchange(other.boxes_, BoxFields{})),
       input_(std::exchange(other.input_, TensorView{})),
       host_(std::move(other.host_)),
       slots_(std::move(other.slots_)),
@@ -49,6 +50,7 @@ DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
     device_labels_ = std::exchange(other.device_labels_, nullptr);
     mask_ = std::exchange(other.mask_, nullptr);
     targets_ = std::move(other.targets_);
+    boxes_ = std::exchange(other.boxes_, BoxFields{});
     input_ = std::exchange(other.input_, TensorView{});
     host_ = std::move(other.host_);
     slots_ = std::move(other.slots_);
@@ -69,6 +71,9 @@ DeviceBatch::DeviceBatch(nodes::Batch host) {
   device_labels_ = host_.labels().data();
   mask_ = host_.mask().data();
   for (std::size_t k = 0; k < shape_.targets.size(); ++k) targets_.push_back(host_.target(k).data());
+  if (host_.has_boxes()) {
+    boxes_ = {host_.boxes().data(), host_.box_classes().data(), host_.box_extras().data(), host_.box_counts().data()};
+  }
   input_ = pixels();
 }
 
@@ -147,6 +152,7 @@ void DeviceBatch::release() noexcept {
   device_labels_ = nullptr;
   mask_ = nullptr;
   targets_.clear();
+  boxes_ = BoxFields{};
   input_ = TensorView{};
 }
 

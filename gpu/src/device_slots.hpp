@@ -33,6 +33,10 @@ struct DeviceSlot {
   std::byte* mask = nullptr;
   std::int32_t* labels = nullptr;
   std::vector<float*> targets;
+  float* boxes = nullptr;
+  std::int32_t* box_classes = nullptr;
+  float* box_extras = nullptr;
+  std::int32_t* box_counts = nullptr;
   Event copy_start;
   Event copy_end;
   Event compute_start;

@@ -21,6 +21,8 @@ constexpr std::size_t field_alignment = 256;  // cudaMalloc's own alignment
 std::size_t crossing_bytes(const nodes::Batch& batch) {
   std::size_t bytes = batch.data().size() + batch.mask().size() + batch.labels().size_bytes();
   for (std::size_t k = 0; k < batch.shape().targets.size(); ++k) bytes += batch.target(k).size_bytes();
+  bytes += batch.boxes().size_bytes() + batch.box_classes().size_bytes() + batch.box_extras().size_bytes() +
+           batch.box_counts().size_bytes();
   return bytes;
 }
 
@@ -44,6 +46,10 @@ DeviceSlot::DeviceSlot(Device device, std::size_t id_in, const nodes::BatchBlock
   mask = base + layout.mask;
   labels = reinterpret_cast<std::int32_t*>(base + layout.labels);
   for (std::size_t offset : layout.targets) targets.push_back(reinterpret_cast<float*>(base + offset));
+  boxes = reinterpret_cast<float*>(base + layout.boxes);
+  box_classes = reinterpret_cast<std::int32_t*>(base + layout.box_classes);
+  box_extras = reinterpret_cast<float*>(base + layout.box_extras);
+  box_counts = reinterpret_cast<std::int32_t*>(base + layout.box_counts);
 }
 
 DeviceSlots::DeviceSlots(Device device, const nodes::BatchShape& shape, ToDeviceOptions options)
@@ -141,6 +147,13 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
     copy_async(slot.labels, host.labels().data(), host.labels().size_bytes(), copy);
     for (std::size_t k = 0; k < slot.targets.size(); ++k)
       copy_async(slot.targets[k], host.target(k).data(), host.target(k).size_bytes(), copy);
+    if (host.has_boxes()) {
+      copy_async(slot.boxes, host.boxes().data(), host.boxes().size_bytes(), copy);
+      copy_async(slot.box_classes, host.box_classes().data(), host.box_classes().size_bytes(), copy);
+      if (!host.box_extras().empty())
+        copy_async(slot.box_extras, host.box_extras().data(), host.box_extras().size_bytes(), copy);
+      copy_async(slot.box_counts, host.box_counts().data(), host.box_counts().size_bytes(), copy);
+    }
     slot.copy_end.record(copy);
 
     DeviceBatch out;
@@ -150,6 +163,7 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
     out.device_labels_ = slot.labels;
     out.mask_ = slot.mask;
     out.targets_.assign(slot.targets.begin(), slot.targets.end());
+    if (host.has_boxes()) out.boxes_ = {slot.boxes, slot.box_classes, slot.box_extras, slot.box_counts};
     out.input_ = out.pixels();
     std::uint64_t sequence = 0;
     {

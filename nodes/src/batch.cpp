@@ -49,6 +49,8 @@ void BatchShape::validate() const {
   if (pixel_type == ElementType::i32) throw bad("pixels must be u8, u16, i16 or f32 (i32 is a mask type)");
   if (mask && *mask != ElementType::u8 && *mask != ElementType::u16 && *mask != ElementType::i32)
     throw bad("a mask holds class ids: u8, u16 or i32, not " + std::string(to_string(*mask)));
+  if (box_extras < 0) throw bad("box_extras must not be negative");
+  if (box_extras > 0 && max_boxes == 0) throw bad("box_extras needs max_boxes > 0");
   for (std::size_t k = 0; k < targets.size(); ++k) {
     const TargetShape& target = targets[k];
     if (target.name.empty()) throw bad("target " + std::to_string(k) + " has no name");
@@ -73,6 +75,10 @@ std::string BatchShape::describe() const {
       text += "]";
     }
   }
+  if (max_boxes > 0) {
+    text += " + boxes " + std::to_string(max_boxes);
+    if (box_extras > 0) text += " (" + std::to_string(box_extras) + " extras)";
+  }
   return text;
 }
 
@@ -90,6 +96,14 @@ BatchBlock block_layout(const BatchShape& shape, std::size_t alignment) {
     block.targets.push_back(at);
     at = align_up(at + shape.batch_size * target.elements() * sizeof(float));
   }
+  const auto part = [&](std::size_t& offset, std::size_t bytes) {
+    offset = at;
+    at = align_up(at + bytes);
+  };
+  part(block.boxes, shape.batch_size * shape.box_values(4) * sizeof(float));
+  part(block.box_classes, shape.batch_size * shape.box_values(1) * sizeof(std::int32_t));
+  part(block.box_extras, shape.batch_size * shape.box_values(static_cast<std::size_t>(shape.box_extras)) * sizeof(float));
+  part(block.box_counts, shape.max_boxes > 0 ? shape.batch_size * sizeof(std::int32_t) : 0);
   block.bytes = at;
   return block;
 }

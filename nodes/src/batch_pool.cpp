@@ -36,6 +36,10 @@ class PoolState {
         slot.labels = reinterpret_cast<std::int32_t*>(slot.block + layout.labels);
         slot.indices = reinterpret_cast<std::uint64_t*>(slot.block + layout.indices);
         for (std::size_t offset : layout.targets) slot.targets.push_back(reinterpret_cast<float*>(slot.block + offset));
+        slot.boxes = reinterpret_cast<float*>(slot.block + layout.boxes);
+        slot.box_classes = reinterpret_cast<std::int32_t*>(slot.block + layout.box_classes);
+        slot.box_extras = reinterpret_cast<float*>(slot.block + layout.box_extras);
+        slot.box_counts = reinterpret_cast<std::int32_t*>(slot.block + layout.box_counts);
         slot.names.resize(shape.batch_size);
       }
     } catch (...) {

@@ -29,6 +29,25 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
+// Item i's boxes, then padding: zero corners and extras, class -1.
+void copy_boxes(Batch& batch, std::size_t i, const Boxes& boxes) {
+  const BatchShape& shape = batch.shape();
+  const std::size_t room = shape.max_boxes;
+  const auto extras = static_cast<std::size_t>(shape.box_extras);
+  const std::span<float> corners = batch.boxes().subspan(i * room * 4, room * 4);
+  const std::span<std::int32_t> classes = batch.box_classes().subspan(i * room, room);
+  const std::span<float> extra = batch.box_extras().subspan(i * room * extras, room * extras);
+  std::fill(corners.begin(), corners.end(), 0.0f);
+  std::fill(classes.begin(), classes.end(), -1);
+  std::fill(extra.begin(), extra.end(), 0.0f);
+  for (std::size_t b = 0; b < boxes.size(); ++b) {
+    std::copy(boxes.xyxy[b].begin(), boxes.xyxy[b].end(), corners.begin() + static_cast<std::ptrdiff_t>(4 * b));
+    classes[b] = boxes.classes[b];
+  }
+  std::copy(boxes.extra.begin(), boxes.extra.end(), extra.begin());
+  batch.box_counts()[i] = static_cast<std::int32_t>(boxes.size());
+}
+
 }  // namespace
 
 BatchShape shape_of(const Image& image, std::size_t batch_size) {
@@ -40,6 +59,10 @@ BatchShape shape_of(const Image& image, std::size_t batch_size) {
                    .layout = image.layout == PixelLayout::hwc ? BatchLayout::nhwc : BatchLayout::nchw,
                    .pixel_type = element_type_of_depth(image.depth()).value_or(ElementType::u8)};
   if (!image.mask.empty()) shape.mask = element_type_of_depth(image.mask.depth());
+  if (!image.boxes.empty()) {
+    shape.max_boxes = std::max(default_max_boxes, image.boxes.size());
+    shape.box_extras = image.boxes.extras;
+  }
   for (const auto& [name, target] : image.targets) shape.targets.push_back({name, target.shape});
   shape.validate();
   return shape;
@@ -87,6 +110,17 @@ void check_fits(const Image& image, const BatchShape& shape) {
            shape_text(shape.targets[*k].shape));
     }
   }
+  if (image.boxes.size() > shape.max_boxes) {
+    fail(shape.max_boxes == 0
+             ? "carries " + std::to_string(image.boxes.size()) +
+                   " boxes but the batch holds none: build the pool with BatchShape::max_boxes"
+             : "carries " + std::to_string(image.boxes.size()) + " boxes but the batch has room for " +
+                   std::to_string(shape.max_boxes) + ": raise max_boxes, or drop boxes first (filter_boxes)");
+  }
+  if (!image.boxes.empty() && image.boxes.extras != shape.box_extras) {
+    fail("has boxes of " + std::to_string(image.boxes.extras) + " extra values but the batch holds " +
+         std::to_string(shape.box_extras));
+  }
   if (image.targets.size() != shape.targets.size()) {
     for (const TargetShape& target : shape.targets)
       if (image.targets.count(target.name) == 0) fail("lacks target '" + target.name + "' that the batch holds");
@@ -104,6 +138,7 @@ void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) 
     const std::vector<float>& values = image.targets.at(shape.targets[k].name).values;
     std::copy(values.begin(), values.end(), batch.target(k).subspan(i * values.size(), values.size()).begin());
   }
+  if (shape.max_boxes > 0) copy_boxes(batch, i, image.boxes);
   batch.labels()[i] = image.label;
   batch.indices()[i] = image.index;
   if (keep_name)

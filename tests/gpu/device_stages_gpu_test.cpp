@@ -120,16 +120,16 @@ TEST_F(DeviceStagesOnGpu, ConvertOnTheDeviceMatchesTheCpu) {
   }
 }
 
-TEST_F(DeviceStagesOnGpu, MasksTargetsAndSixteenBitPixelsArriveByteIdentical) {
-  // 5 channels of int16 (pixel bytes as the pattern gives them), a uint16 mask and two targets:
+TEST_F(DeviceStagesOnGpu, MasksTargetsBoxesAndSixteenBitPixelsArriveByteIdentical) {
+  // 5 channels of int16 (pixel bytes as the pattern gives them), a uint16 mask, two targets and boxes:
   // every field crosses in its own copy and lands where DeviceBatch says.
   const nodes::BatchShape shape{.batch_size = 4, .height = 19, .width = 13, .channels = 5,
                                 .pixel_type = nodes::ElementType::i16, .mask = nodes::ElementType::u16,
-                                .targets = {{"age"}, {"findings", {3}}}};
+                                .targets = {{"age"}, {"findings", {3}}}, .max_boxes = 5, .box_extras = 2};
   nodes::BatchPool pool(shape, 2, batch_allocator(device));
   ToDevice to_device(device, pool.shape(), {.slots = 2});
   struct Back {
-    std::shared_ptr<PinnedBuffer> pixels, mask, age, findings;
+    std::shared_ptr<PinnedBuffer> pixels, mask, age, findings, corners, classes, extras, counts;
   };
   Compute compute(device, [](DeviceBatch& batch, StreamView stream) {
     const auto fetch = [&](const void* from, std::size_t bytes) {
@@ -139,9 +139,14 @@ TEST_F(DeviceStagesOnGpu, MasksTargetsAndSixteenBitPixelsArriveByteIdentical) {
     };
     EXPECT_EQ(batch.pixels().dtype, DType::i16);
     EXPECT_EQ(batch.mask().dtype, DType::u16);
+    const DeviceBatch::BoxFields& boxes = batch.device_boxes();
     return Back{fetch(batch.pixels().data, batch.pixels().bytes()), fetch(batch.mask().data, batch.mask().bytes()),
                 fetch(batch.device_target("age"), batch.size() * sizeof(float)),
-                fetch(batch.device_target("findings"), 3 * batch.size() * sizeof(float))};
+                fetch(batch.device_target("findings"), 3 * batch.size() * sizeof(float)),
+                fetch(boxes.corners, batch.size() * 5 * 4 * sizeof(float)),
+                fetch(boxes.classes, batch.size() * 5 * sizeof(std::int32_t)),
+                fetch(boxes.extras, batch.size() * 5 * 2 * sizeof(float)),
+                fetch(boxes.counts, batch.size() * sizeof(std::int32_t))};
   });
   std::size_t checked = 0;
   run_device_pipeline(PatternSource(pool, 6), to_device, compute, [&](Computed<Back> r) {
@@ -154,6 +159,14 @@ TEST_F(DeviceStagesOnGpu, MasksTargetsAndSixteenBitPixelsArriveByteIdentical) {
     const auto* findings = reinterpret_cast<const float*>(r.value.findings->data());
     for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(age[i], target_pattern(r.sequence, 0, i));
     for (std::size_t i = 0; i < 12; ++i) EXPECT_EQ(findings[i], target_pattern(r.sequence, 1, i));
+    const auto* corners = reinterpret_cast<const float*>(r.value.corners->data());
+    const auto* classes = reinterpret_cast<const std::int32_t*>(r.value.classes->data());
+    const auto* extras = reinterpret_cast<const float*>(r.value.extras->data());
+    const auto* counts = reinterpret_cast<const std::int32_t*>(r.value.counts->data());
+    for (std::size_t i = 0; i < 4 * 5 * 4; ++i) ASSERT_EQ(corners[i], target_pattern(r.sequence, 100, i)) << i;
+    for (std::size_t i = 0; i < 4 * 5 * 2; ++i) ASSERT_EQ(extras[i], target_pattern(r.sequence, 101, i)) << i;
+    for (std::size_t i = 0; i < 4 * 5; ++i) ASSERT_EQ(classes[i], pattern(r.sequence, i)) << i;
+    for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(counts[i], mask_pattern(r.sequence, i)) << i;
     ++checked;
   });
   EXPECT_EQ(checked, 6u);

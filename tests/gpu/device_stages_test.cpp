@@ -96,6 +96,43 @@ TEST(DeviceStagesOnCpu, MasksAndTargetsPassThroughWithThePixels) {
   EXPECT_EQ(to_device.stats().bytes - bytes_before, 4 * (shape.data_bytes() + 3 * 20 + 3 * 4 + 3 * 4 + 6 * 4));
 }
 
+TEST(DeviceStagesOnCpu, BoxesCrossWithTheirCountsAndClasses) {
+  const nodes::BatchShape shape{.batch_size = 2, .height = 4, .width = 4, .max_boxes = 3, .box_extras = 1};
+  nodes::BatchPool pool(shape, 2, batch_allocator(Device::cpu()));
+  ToDevice to_device(Device::cpu(), pool.shape(), {.slots = pool.slots()});
+  Compute compute(Device::cpu(), [](DeviceBatch& batch, StreamView) {
+    const DeviceBatch::BoxFields& boxes = batch.device_boxes();
+    EXPECT_NE(boxes.corners, nullptr);
+    return std::vector<std::int32_t>{boxes.counts[0], boxes.counts[1], boxes.classes[0], boxes.classes[5],
+                                     static_cast<std::int32_t>(boxes.corners[4 * 3 + 2]),
+                                     static_cast<std::int32_t>(boxes.extras[3])};
+  });
+  graph::Pipeline pipe({.threads = 2});
+  std::vector<std::vector<std::int32_t>> seen;
+  pipe.source("source",
+              [&, b = 0]() mutable -> std::optional<nodes::Batch> {
+                if (b++ == 2) return std::nullopt;
+                nodes::Batch batch = pool.acquire();
+                batch.set_size(2);
+                std::fill(batch.boxes().begin(), batch.boxes().end(), 0.0f);
+                std::fill(batch.box_classes().begin(), batch.box_classes().end(), -1);
+                batch.box_counts()[0] = 1;
+                batch.box_counts()[1] = 3;
+                batch.box_classes()[0] = 40 + b;
+                batch.box_classes()[5] = 50 + b;
+                batch.boxes()[4 * 3 + 2] = 7.0f * static_cast<float>(b);  // item 1, box 0, x1
+                batch.box_extras()[3] = 9.0f;
+                return batch;
+              })
+      .async<DeviceBatch>("to-device", to_device, ToDevice::stage_options())
+      .async<Computed<std::vector<std::int32_t>>>("compute", compute, compute.stage_options())
+      .sink("collect", [&](Computed<std::vector<std::int32_t>> r) { seen.push_back(r.value); }, {.ordered = true});
+  pipe.run();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (std::vector<std::int32_t>{1, 3, 41, 51, 7, 9}));
+  EXPECT_EQ(seen[1], (std::vector<std::int32_t>{1, 3, 42, 52, 14, 9}));
+}
+
 TEST(DeviceStagesOnCpu, ThePoolBoundHoldsAndEverySlotComesBack) {
   nodes::BatchPool pool(small_shape, 2, batch_allocator(Device::cpu()));
   ToDevice to_device(Device::cpu(), pool.shape(), {.slots = pool.slots()});

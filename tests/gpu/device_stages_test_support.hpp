@@ -49,6 +49,11 @@ class PatternSource {
         auto values = batch.target(k);
         for (std::size_t i = 0; i < values.size(); ++i) values[i] = target_pattern(b, k, i);
       }
+      // Boxes: corners and extras like target 100, classes and counts from the pattern.
+      for (std::size_t i = 0; i < batch.boxes().size(); ++i) batch.boxes()[i] = target_pattern(b, 100, i);
+      for (std::size_t i = 0; i < batch.box_extras().size(); ++i) batch.box_extras()[i] = target_pattern(b, 101, i);
+      for (std::size_t i = 0; i < batch.box_classes().size(); ++i) batch.box_classes()[i] = pattern(b, i);
+      for (std::size_t i = 0; i < batch.box_counts().size(); ++i) batch.box_counts()[i] = mask_pattern(b, i);
     }
     for (std::size_t item = 0; item < batch.size(); ++item) {
       batch.labels()[item] = static_cast<std::int32_t>(b * 1000 + item);

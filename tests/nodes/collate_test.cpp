@@ -423,6 +423,56 @@ TEST(Collate, WrongLayoutIsAnErrorNamingTheItem) {
   EXPECT_TRUE(collector.batches.empty());
 }
 
+TEST(Collate, BoxesArePaddedToTheRoomWithCountsAndTooManyAreRefused) {
+  const auto with_boxes = [](std::uint64_t index, int count) {
+    Image image = make_u8(index);
+    image.boxes.extras = 1;
+    for (int b = 0; b < count; ++b) {
+      const float crowd = static_cast<float>(b % 2);
+      image.boxes.add({static_cast<float>(b), 1.0f, static_cast<float>(b) + 2.5f, 3.0f}, static_cast<std::int32_t>(10 * index + b),
+                      {&crowd, 1});
+    }
+    return image;
+  };
+  const BatchShape shape = [&] {
+    BatchShape s = shape_of(with_boxes(0, 2), 3);
+    s.max_boxes = 4;
+    return s;
+  }();
+  EXPECT_EQ(shape.describe(), "3 x 4x6x3 nhwc u8 + boxes 4 (1 extras)");
+  EXPECT_EQ(shape_of(with_boxes(0, 2), 3).max_boxes, default_max_boxes);
+  BatchPool pool(shape, 1);
+  Collate collate(pool);
+  const auto batches = run_collate(collate, {with_boxes(1, 2), with_boxes(2, 0), with_boxes(3, 4)});
+  ASSERT_EQ(batches.size(), 1u);
+  const Batch& batch = batches[0];
+  EXPECT_EQ(std::vector<std::int32_t>(batch.box_counts().begin(), batch.box_counts().end()),
+            (std::vector<std::int32_t>{2, 0, 4}));
+  // Item 0: boxes 10 and 11, then two padded; item 1: all padding; item 2: four boxes.
+  EXPECT_EQ(std::vector<std::int32_t>(batch.box_classes().begin(), batch.box_classes().begin() + 4),
+            (std::vector<std::int32_t>{10, 11, -1, -1}));
+  EXPECT_EQ(std::vector<std::int32_t>(batch.box_classes().begin() + 4, batch.box_classes().begin() + 8),
+            (std::vector<std::int32_t>(4, -1)));
+  EXPECT_EQ(batch.box_classes()[8 + 3], 33);
+  EXPECT_EQ(std::vector<float>(batch.boxes().begin() + 4, batch.boxes().begin() + 12),
+            (std::vector<float>{1, 1, 3.5f, 3, 0, 0, 0, 0}));  // item 0's box 1, then padding
+  EXPECT_EQ(std::vector<float>(batch.box_extras().begin() + 8, batch.box_extras().end()),
+            (std::vector<float>{0, 1, 0, 1}));
+
+  // More boxes than room, and boxes where the batch has none, are errors naming the item.
+  Collector collector;
+  graph::Emitter<Batch> out(collector);
+  try {
+    collate(with_boxes(4, 5), out);
+    FAIL() << "5 boxes went into room for 4";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("img4.jpg carries 5 boxes but the batch has room for 4"));
+  }
+  BatchPool plain(BatchShape{.batch_size = 2, .height = H, .width = W}, 1);
+  Collate plain_collate(plain);
+  EXPECT_THROW(plain_collate(with_boxes(5, 1), out), std::invalid_argument);
+}
+
 TEST(Collate, RunsAsASerialOrderedStage) {
   EXPECT_EQ(Collate::stage_options().concurrency.max, 1);
   EXPECT_TRUE(Collate::stage_options().ordered);

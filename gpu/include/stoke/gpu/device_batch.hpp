@@ -85,6 +85,15 @@ class DeviceBatch {
   /// std::out_of_range for a target the batch does not have.
   const float* device_target(std::size_t k) const;
   const float* device_target(std::string_view name) const;
+  /// Detection boxes as nodes::Batch lays them out (corners [n][max_boxes][4], classes, extras,
+  /// counts [n]), on the device; null without boxes (shape().max_boxes == 0).
+  struct BoxFields {
+    const float* corners = nullptr;
+    const std::int32_t* classes = nullptr;
+    const float* extras = nullptr;
+    const std::int32_t* counts = nullptr;
+  };
+  const BoxFields& device_boxes() const noexcept { return boxes_; }
   /// What the compute callable should read: pixels(), or their conversion when the compute stage
   /// converts (ComputeOptions::convert).
   const TensorView& input() const noexcept { return input_; }
@@ -122,6 +131,7 @@ class DeviceBatch {
   const std::int32_t* device_labels_ = nullptr;
   std::byte* mask_ = nullptr;
   std::vector<const float*> targets_;
+  BoxFields boxes_;
   TensorView input_;
   nodes::Batch host_;                            // CPU device
   std::shared_ptr<detail::DeviceSlots> slots_;   // CUDA device: the pool ...

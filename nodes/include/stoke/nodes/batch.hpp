@@ -64,6 +64,13 @@ struct BatchShape {
   std::optional<ElementType> mask{};
   /// Named float32 targets, in this order in the batch (names unique).
   std::vector<TargetShape> targets{};
+  /// Detection boxes: room for this many per item (0: the batch holds none). An item's boxes come
+  /// first, the rest is padding (zeros, class -1); Batch::box_counts() says how many are real. An
+  /// item with more is refused (raise it, or drop boxes with filter_boxes), so a slot's size is
+  /// bounded by its largest allowed item.
+  std::size_t max_boxes = 0;
+  /// Extra float values per box (Boxes::extras); needs max_boxes > 0.
+  int box_extras = 0;
 
   /// Bytes per pixel element.
   std::size_t element_size() const noexcept { return nodes::element_size(pixel_type); }
@@ -78,12 +85,14 @@ struct BatchShape {
   std::size_t mask_item_bytes() const noexcept {
     return mask ? static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * nodes::element_size(*mask) : 0;
   }
+  /// Room for boxes per item times `values` per box (0 without boxes).
+  std::size_t box_values(std::size_t values) const noexcept { return max_boxes * values; }
   /// The position of the target called `name` in `targets`, or nullopt.
   std::optional<std::size_t> target_index(std::string_view name) const noexcept;
 
   /// Throws std::invalid_argument naming the bad field: a size that is not positive, an nchw
   /// batch of other than f32, a mask type that is not a class-id type, a target without a name,
-  /// with a repeated name or a dimension that is not positive.
+  /// with a repeated name or a dimension that is not positive, box extras without boxes.
   void validate() const;
   /// E.g. "64 x 224x224x3 nhwc u8", "8 x 512x512x1 nhwc i16 + mask u8 + targets age, findings[14]".
   std::string describe() const;
@@ -93,7 +102,8 @@ struct BatchShape {
 
 /// Where each field of a batch lies in one block of memory: byte offsets from the block's start,
 /// each a multiple of the alignment asked for. The pixels come first (offset 0), then the mask,
-/// labels (int32), indices (uint64) and the targets (float32) in BatchShape::targets' order. The
+/// labels (int32), indices (uint64), the targets (float32) in BatchShape::targets' order and the
+/// boxes (corners, classes, extras, counts; empty parts without boxes). The
 /// host pool and the device slots share it, so a field is one copy between them.
 struct BatchBlock {
   std::size_t pixels = 0;
@@ -101,6 +111,10 @@ struct BatchBlock {
   std::size_t labels = 0;
   std::size_t indices = 0;
   std::vector<std::size_t> targets{};
+  std::size_t boxes = 0;        ///< float [batch][max_boxes][4]
+  std::size_t box_classes = 0;  ///< int32 [batch][max_boxes]
+  std::size_t box_extras = 0;   ///< float [batch][max_boxes][box_extras]
+  std::size_t box_counts = 0;   ///< int32 [batch]
   std::size_t bytes = 0;  ///< the whole block, padded to the alignment
 };
 
@@ -120,6 +134,10 @@ struct BatchSlot {
   std::int32_t* labels = nullptr;    // batch_size
   std::uint64_t* indices = nullptr;  // batch_size
   std::vector<float*> targets;       // per target: batch_size * its elements()
+  float* boxes = nullptr;            // batch_size * max_boxes * 4
+  std::int32_t* box_classes = nullptr;
+  float* box_extras = nullptr;
+  std::int32_t* box_counts = nullptr;
   std::vector<std::string> names;    // batch_size, host memory (names never go to a device)
   std::size_t size = 0;
   std::uint32_t epoch = 0;
@@ -227,6 +245,26 @@ class Batch {
   /// the batch has.
   std::span<float> target(std::string_view name);
   std::span<const float> target(std::string_view name) const;
+
+  /// Detection boxes of the filled items (shape().max_boxes > 0): corners x0, y0, x1, y1 as
+  /// [size()][max_boxes][4], classes [size()][max_boxes], extras [size()][max_boxes][box_extras],
+  /// and each item's number of real boxes (the rest is padding: zeros, class -1). Empty spans
+  /// without boxes.
+  bool has_boxes() const noexcept { return shape_->max_boxes > 0; }
+  std::span<float> boxes() noexcept { return {slot_->boxes, size() * shape_->box_values(4)}; }
+  std::span<const float> boxes() const noexcept { return {slot_->boxes, size() * shape_->box_values(4)}; }
+  std::span<std::int32_t> box_classes() noexcept { return {slot_->box_classes, size() * shape_->box_values(1)}; }
+  std::span<const std::int32_t> box_classes() const noexcept {
+    return {slot_->box_classes, size() * shape_->box_values(1)};
+  }
+  std::span<float> box_extras() noexcept {
+    return {slot_->box_extras, size() * shape_->box_values(static_cast<std::size_t>(shape_->box_extras))};
+  }
+  std::span<const float> box_extras() const noexcept {
+    return {slot_->box_extras, size() * shape_->box_values(static_cast<std::size_t>(shape_->box_extras))};
+  }
+  std::span<std::int32_t> box_counts() noexcept { return {slot_->box_counts, has_boxes() ? size() : 0}; }
+  std::span<const std::int32_t> box_counts() const noexcept { return {slot_->box_counts, has_boxes() ? size() : 0}; }
 
   /// Class labels of the filled items (-1: unlabelled).
   std::span<std::int32_t> labels() noexcept { return {slot_->labels, size()}; }

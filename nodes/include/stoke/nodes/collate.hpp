@@ -25,8 +25,12 @@
 
 namespace stoke::nodes {
 
+/// Room for boxes that shape_of() gives a batch of items with boxes.
+inline constexpr std::size_t default_max_boxes = 128;
+
 /// The shape of a batch of `batch_size` items like `image`: its size, channels, layout, pixel
-/// type, mask type and targets. The way to build a pool for samples beyond 8-bit RGB:
+/// type, mask type, targets, and room for default_max_boxes boxes (or as many as it has, if more)
+/// when it has boxes. The way to build a pool for samples beyond 8-bit RGB:
 ///
 ///   BatchPool pool(shape_of(first_sample, 16), 4);
 ///
@@ -36,12 +40,14 @@ BatchShape shape_of(const Image& image, std::size_t batch_size);
 /// Throws std::invalid_argument when `image` cannot go into a batch of `shape`: another size
 /// ("collate: photo.jpg is 500x375 but the batch holds 224x224: add a resize/crop transform"),
 /// layout, pixel type or channel count, a mask the batch has no place for (or none where it
-/// holds one), a target it has no place for, one it lacks, or one of another shape. The message
+/// holds one), a target it has no place for, one it lacks, or one of another shape, more boxes
+/// than it has room for or boxes of another number of extras. The message
 /// names the item (Image::name, else its index).
 void check_fits(const Image& image, const BatchShape& shape);
 
 /// Copies `image` into item `i` of `batch` (i < batch.size()): its pixels (row by row, or plane
-/// by plane for chw_f32, so ROIs work), mask, targets, label, index and, with `keep_name`, name.
+/// by plane for chw_f32, so ROIs work), mask, targets, boxes (padded), label, index and, with
+/// `keep_name`, name.
 /// Precondition: check_fits(image, batch.shape()).
 void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name = true);
 
