@@ -93,10 +93,11 @@ int bench_pipeline(int argc, char** argv) {
                      "--data PATH [options]");
   cli.add()("data", po::value(&data)->required(),
             "an image folder (class subfolders; JPEG, PNG, DICOM, ...), a segmentation folder (images/ and masks/), "
-            "a .stoke pack, a list file (path,label or with a header of columns: path, label, mask, targets), or a "
-            "CIFAR folder")(
+            "a .stoke pack, a list file (path,label or with a header of columns: path, label, mask, targets), a "
+            "CIFAR folder, or WebDataset tar shards (a .tar, a folder of them, or a pattern such as "
+            "'shards/train-{000000..000146}.tar')")(
       "format", po::value(&data_format)->default_value(data_format),
-      "how to read --data: auto (guess from the path), folder, segmentation, filelist, cifar or packed")(
+      "how to read --data: auto (guess from the path), folder, segmentation, filelist, cifar, packed or tar")(
       "color", po::value(&color)->default_value(color),
       "rgb: decode to 8-bit RGB (what photo models take); keep: what the files hold (grayscale as 1 channel, "
       "16-bit PNG as uint16, DICOM as modality values such as Hounsfield units), batched as they are")(
@@ -149,7 +150,7 @@ int bench_pipeline(int argc, char** argv) {
   if (values.count("seconds") && !(seconds > 0)) return cli.usage_error("--seconds must be positive");
   for (const std::string& mistake :
        {choice_error("on-error", on_error, {"skip", "fail"}), choice_error("autotune", autotune, {"on", "off"}),
-        choice_error("format", data_format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed"}),
+        choice_error("format", data_format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"}),
         choice_error("color", color, {"rgb", "keep"})}) {
     if (!mistake.empty()) return cli.usage_error(mistake);
   }

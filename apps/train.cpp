@@ -79,9 +79,9 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
   const auto value = [](auto* target) { return po::value(target)->default_value(*target); };
   Recipe& r = c.recipe;
   cli.add()("data", po::value(&c.data),
-            "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
+            "training images: an ImageFolder, a file list, CIFAR batches, a .stoke shard or WebDataset tar shards")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
-      "format", value(&c.format), "auto, folder, segmentation, filelist, cifar or packed")(
+      "format", value(&c.format), "auto, folder, segmentation, filelist, cifar, packed or tar")(
       "color", value(&c.color),
       "rgb: decode to 8-bit RGB; keep: what the files hold (grayscale scans as 1 channel, 16-bit PNG and DICOM "
       "values as they are); the model's input channels follow the data")(
@@ -136,7 +136,7 @@ std::string check(TrainConfig& c) {
     return e.what();
   }
   for (std::string mistake :
-       {choice_error("format", c.format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed"}),
+       {choice_error("format", c.format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"}),
         choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("autotune", c.autotune, {"on", "off"}),
         choice_error("color", c.color, {"rgb", "keep"})}) {
     if (!mistake.empty()) return mistake;

@@ -21,6 +21,7 @@ packages=(
   libopencv-core-dev
   libopencv-imgproc-dev
   libjpeg62-turbo-dev
+  libarchive-dev
   libopenblas-dev
   nlohmann-json3-dev
   libdcmtk-dev

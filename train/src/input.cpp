@@ -13,6 +13,7 @@
 #include <stoke/nodes/packed.hpp>
 #include <stoke/nodes/registry.hpp>
 #include <stoke/nodes/segmentation_folder.hpp>
+#include <stoke/nodes/tar_shards.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
 #include <stoke/nodes/opencv_codec.hpp>
 #define STOKE_TRAIN_HAS_IMGCODECS 1
@@ -35,6 +36,31 @@ bool starts_with_magic(const fs::path& path, std::string_view magic) {
   in.read(head.data(), head.size());
   return in.gcount() == static_cast<std::streamsize>(magic.size()) && std::string_view(head.data(), 8) == magic;
 }
+
+// ustar/pax/GNU tar: "ustar" at byte 257 of the first header.
+bool has_tar_magic(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 262> head{};
+  in.read(head.data(), head.size());
+  return in.gcount() == static_cast<std::streamsize>(head.size()) && std::string_view(head.data() + 257, 5) == "ustar";
+}
+
+// WebDataset shards: .tar files (compressed ones too, which TarShards refuses by name) and no
+// subfolder but hidden ones.
+bool looks_like_tar_shards(const fs::path& dir) {
+  bool shards = false;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.front() == '.') continue;
+    if (entry.is_directory()) return false;
+    shards = shards || nodes::is_tar_shard_name(entry.path());
+  }
+  return shards;
+}
+
+// A brace or wildcard pattern of shards ("shards/train-{000000..000146}.tar"), as WebDataset
+// takes them: only when no file has that name.
+bool is_shard_pattern(const fs::path& path) { return path.native().find_first_of("{*?[") != std::string::npos; }
 
 bool looks_like_cifar(const fs::path& dir) {
   for (const char* name :
@@ -64,18 +90,23 @@ nodes::DatasetPtr image_folder(const fs::path& path) {
 }  // namespace
 
 nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) {
-  static const std::vector<std::string> formats{"auto", "folder", "segmentation", "filelist", "cifar", "packed"};
+  static const std::vector<std::string> formats{"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"};
   if (!format.empty() && std::find(formats.begin(), formats.end(), format) == formats.end()) {
-    throw std::invalid_argument("--format must be auto, folder, segmentation, filelist, cifar or packed (got '" +
+    throw std::invalid_argument("--format must be auto, folder, segmentation, filelist, cifar, packed or tar (got '" +
                                 format + "')");
   }
   std::error_code error;
   const auto status = fs::status(path, error);
+  if (!fs::exists(status) && (format.empty() || format == "auto" || format == "tar") && is_shard_pattern(path)) {
+    return std::make_shared<nodes::TarShards>(nodes::expand_shard_pattern(path.string()));
+  }
   if (!fs::exists(status)) {
     throw std::runtime_error(path.string() +
                              ": no such file or folder (give an image folder, a segmentation folder, a .stoke pack, a "
-                             "list file or a CIFAR folder; `stoke gen-shapes --out DIR` makes a small dataset)");
+                             "list file, a CIFAR folder or tar shards; `stoke gen-shapes --out DIR` makes a small "
+                             "dataset)");
   }
+  if (format == "tar") return std::make_shared<nodes::TarShards>(path);
   if (format == "folder" || format == "cifar" || format == "segmentation") {
     if (!fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a folder");
     if (format == "cifar") return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
@@ -90,8 +121,10 @@ nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) 
   if (fs::is_directory(status)) {
     if (looks_like_cifar(path)) return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
     if (looks_like_segmentation(path)) return std::make_shared<nodes::SegmentationFolder>(path);
+    if (looks_like_tar_shards(path)) return std::make_shared<nodes::TarShards>(path);
     return image_folder(path);
   }
+  if (nodes::is_tar_shard_name(path) || has_tar_magic(path)) return std::make_shared<nodes::TarShards>(path);
   if (path.extension() == ".idx") {
     throw std::runtime_error(path.string() + ": this is a pack's index; give the data file " +
                              path.parent_path().string() + "/" + path.stem().string());

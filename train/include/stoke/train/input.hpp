@@ -24,11 +24,16 @@ namespace stoke::train {
 ///   a .csv / .txt / .lst file                            a FileList, paths relative to its folder
 ///   a folder with CIFAR batch files                      CIFAR-10/100 (train split)
 ///   a folder of images/ and masks/ (and no other folder) a SegmentationFolder (pairs by name)
+///   a .tar file (or a file with the tar magic)           WebDataset tar shards (nodes::TarShards;
+///                                                        .tar.gz and the like are refused by name)
+///   a folder of .tar files and no subfolder              all its shards
+///   a pattern no file has the name of                    the shards it names, brace ranges and
+///     ("shards/train-{000000..000146}.tar", "s/*.tar")   wildcards (nodes::expand_shard_pattern)
 ///   any other folder                                     an ImageFolder (one subfolder per class;
 ///                                                        DICOM files too)
 /// Throws std::runtime_error naming the path when it does not exist or cannot be opened.
-/// `format` forces one reading: "folder", "segmentation", "filelist", "cifar" or "packed" ("" or "auto": guess as
-/// above); another word is std::invalid_argument naming the choices.
+/// `format` forces one reading: "folder", "segmentation", "filelist", "cifar", "packed" or "tar" ("" or "auto":
+/// guess as above); another word is std::invalid_argument naming the choices.
 nodes::DatasetPtr open_dataset(const std::filesystem::path& path, const std::string& format = "");
 
 /// JPEG through libjpeg-turbo, other formats through OpenCV when this build has stoke::imgcodecs

@@ -1,0 +1,493 @@
+#include "stoke/nodes/tar_shards.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dataset_test_support.hpp"
+#include "stoke/graph/pipeline.hpp"
+#include "stoke/nodes/dataset.hpp"
+#include "stoke/nodes/decode.hpp"
+#include "stoke/nodes/image_folder.hpp"
+
+namespace stoke::nodes {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+using ::testing::HasSubstr;
+
+struct Member {
+  std::string name;
+  std::vector<std::byte> bytes;
+};
+
+std::vector<std::byte> text(std::string_view value) {
+  const auto bytes = std::as_bytes(std::span(value.data(), value.size()));
+  return {bytes.begin(), bytes.end()};
+}
+
+/// Writes `members` as a pax (restricted) tar with libarchive, gzip-compressed when asked.
+void write_tar(const fs::path& path, const std::vector<Member>& members, bool gzip = false) {
+  fs::create_directories(path.parent_path());
+  archive* a = archive_write_new();
+  ASSERT_EQ(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
+  if (gzip) {
+    ASSERT_EQ(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+  }
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK) << archive_error_string(a);
+  for (const Member& member : members) {
+    archive_entry* entry = archive_entry_new();
+    archive_entry_set_pathname(entry, member.name.c_str());
+    archive_entry_set_size(entry, static_cast<la_int64_t>(member.bytes.size()));
+    archive_entry_set_filetype(entry, AE_IFREG);
+    archive_entry_set_perm(entry, 0644);
+    ASSERT_EQ(archive_write_header(a, entry), ARCHIVE_OK) << archive_error_string(a);
+    ASSERT_EQ(archive_write_data(a, member.bytes.data(), member.bytes.size()),
+              static_cast<la_ssize_t>(member.bytes.size()));
+    archive_entry_free(entry);
+  }
+  ASSERT_EQ(archive_write_close(a), ARCHIVE_OK);
+  archive_write_free(a);
+}
+
+/// Samples "s0", "s1", ...: a JPEG each and a .cls with label i % 3.
+std::vector<Member> labelled_samples(int count, int first = 0) {
+  std::vector<Member> members;
+  for (int i = first; i < first + count; ++i) {
+    const std::string key = "s" + std::to_string(i);
+    members.push_back({key + ".jpg", test::small_jpeg(i)});
+    members.push_back({key + ".cls", text(std::to_string(i % 3) + "\n")});
+  }
+  return members;
+}
+
+/// Where `bytes` start in `file` (they must be there).
+std::size_t find_in_file(const fs::path& file, const std::vector<std::byte>& bytes) {
+  const std::vector<std::byte> all = read_file(file.string());
+  const auto at = std::search(all.begin(), all.end(), bytes.begin(), bytes.end());
+  if (at == all.end()) throw std::runtime_error("bytes not found in " + file.string());
+  return static_cast<std::size_t>(at - all.begin());
+}
+
+std::vector<std::string> keys(const TarShards& shards) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < shards.size(); ++i) out.emplace_back(shards.key(i));
+  return out;
+}
+
+/// ignored() as path -> reason.
+std::map<std::string, std::string> reasons(const Dataset& dataset) {
+  std::map<std::string, std::string> out;
+  for (const IgnoredFile& file : dataset.ignored()) out[file.path] += file.reason;
+  return out;
+}
+
+TarShardsOptions no_fallback() {
+  TarShardsOptions options;
+  options.fallback_index_dir.clear();
+  return options;
+}
+
+// ---- the same samples as a folder ------------------------------------------------------------
+
+TEST(TarShards, GivesTheSameSamplesAsTheSameFilesInAnImageFolderInTheSameOrder) {
+  TempDir dir;
+  // Classes "0", "1", "2" (ImageFolder's sorted folder names = the .cls labels); files in name order.
+  std::vector<Member> members;
+  int seed = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 4 + c; ++i) {
+      const std::string key = std::to_string(c) + "/img" + std::to_string(i);
+      const std::vector<std::byte> jpeg = test::small_jpeg(seed++);
+      test::write_bytes(dir / "folder" / (key + ".jpg"), jpeg);
+      members.push_back({key + ".jpg", jpeg});
+      members.push_back({key + ".cls", text(std::to_string(c))});
+    }
+  }
+  // Two shards, given in reverse order: items follow the shards' byte order.
+  const std::size_t half = members.size() / 4 * 2;  // even: a sample's .jpg and .cls stay together
+  write_tar(dir / "train-000000.tar", {members.begin(), members.begin() + static_cast<std::ptrdiff_t>(half)});
+  write_tar(dir / "train-000001.tar", {members.begin() + static_cast<std::ptrdiff_t>(half), members.end()});
+  const auto tar = std::make_shared<const TarShards>(
+      std::vector<fs::path>{dir / "train-000001.tar", dir / "train-000000.tar"}, no_fallback());
+  const auto folder = std::make_shared<const ImageFolder>(dir / "folder");
+
+  ASSERT_EQ(tar->size(), folder->size());
+  EXPECT_EQ(tar->classes(), folder->classes());
+  EXPECT_TRUE(tar->ignored().empty()) << tar->ignored().front().path << ": " << tar->ignored().front().reason;
+  ASSERT_EQ(tar->shards().size(), 2u);
+  EXPECT_EQ(tar->shards()[0].path, dir / "train-000000.tar");
+  EXPECT_EQ(tar->shards()[1].first, tar->shards()[0].samples);
+  for (std::size_t i = 0; i < tar->size(); ++i) {
+    const Sample from_tar = tar->read(i);
+    const Sample from_folder = folder->read(i);
+    EXPECT_EQ(test::to_vector(from_tar.bytes), test::to_vector(from_folder.bytes)) << i;
+    EXPECT_EQ(from_tar.label, from_folder.label) << i;
+    EXPECT_EQ(tar->label(i), folder->label(i)) << i;
+    EXPECT_EQ(from_tar.index, i);
+    EXPECT_EQ(from_tar.encoding, Encoding::encoded);
+    const fs::path relative = fs::path(folder->name(i)).lexically_relative(dir / "folder").replace_extension();
+    EXPECT_EQ(std::string(tar->key(i)), relative.string());
+    EXPECT_EQ(from_tar.name, tar->shards()[tar->shard_of(i)].path.string() + "#" + relative.string());
+  }
+
+  // Shuffled, sharded epochs visit the same bytes in the same order.
+  for (const std::uint32_t rank : {0U, 1U}) {
+    const OrderOptions order_options{.shuffle = true, .seed = 42, .rank = rank, .world = 2};
+    const EpochOrder order(tar->size(), order_options);
+    for (const std::uint32_t epoch : {0U, 1U}) {
+      for (const std::uint64_t i : order.indices(epoch)) {
+        EXPECT_EQ(test::to_vector(tar->read(i).bytes), test::to_vector(folder->read(i).bytes));
+      }
+    }
+  }
+}
+
+TEST(TarShards, OpensAFolderOfShardsAndListsItsOtherFiles) {
+  TempDir dir;
+  write_tar(dir / "shards" / "b.tar", labelled_samples(2, 10));
+  write_tar(dir / "shards" / "a.tar", labelled_samples(3));
+  test::write_text(dir / "shards" / "README.txt", "shards");
+  fs::create_directories(dir / "shards" / "sub");
+  const TarShards first(dir / "shards", no_fallback());  // writes the .stoke-idx files beside the shards
+  const TarShards shards(dir / "shards", no_fallback());
+  EXPECT_EQ(keys(shards), (std::vector<std::string>{"s0", "s1", "s2", "s10", "s11"}));
+  EXPECT_EQ(shards.classes(), (std::vector<std::string>{"0", "1", "2"}));
+  const auto why = reasons(shards);
+  EXPECT_EQ(why.size(), 2u);  // not the index files
+  EXPECT_THAT(why.at((dir / "shards" / "README.txt").string()), HasSubstr("not a .tar shard"));
+  EXPECT_THAT(why.at((dir / "shards" / "sub").string()), HasSubstr("subfolders are not read"));
+  EXPECT_EQ(shards.name(3), (dir / "shards" / "b.tar").string() + "#s10");
+}
+
+// ---- fields ----------------------------------------------------------------------------------
+
+TEST(TarShards, MasksAndJsonTargetsArriveInTheSample) {
+  TempDir dir;
+  const std::vector<std::byte> mask = test::distinct_bytes(99, 40);
+  write_tar(dir / "seg.tar", {
+                                 {"scans/a.png", test::distinct_bytes(1)},
+                                 {"scans/a.mask.png", mask},
+                                 {"scans/a.json", text(R"({"age": 63, "box": [1, 2.5, 3, 4], "caption": "x"})")},
+                                 {"scans/a.cls", text("2")},
+                                 {"scans/a.txt", text("a caption")},
+                                 {"scans/b.jpg", test::distinct_bytes(2)},
+                                 {"scans/b.txt", text("another")},
+                                 {"scans/c.json", text("[1, 2]")},
+                                 {"scans/c.jpg", test::distinct_bytes(3)},
+                             });
+  const TarShards shards(dir / "seg.tar", no_fallback());
+  ASSERT_EQ(shards.size(), 3u);
+
+  const Sample a = shards.read(0);
+  EXPECT_EQ(test::to_vector(a.bytes), test::distinct_bytes(1));
+  EXPECT_EQ(test::to_vector(a.mask), mask);
+  EXPECT_EQ(a.mask_name, (dir / "seg.tar").string() + "#scans/a.mask.png");
+  EXPECT_EQ(a.label, 2);
+  ASSERT_EQ(a.targets.size(), 2u);  // "caption" is not a number
+  EXPECT_EQ(a.targets.at("age"), (Target{{}, {63.0F}}));
+  EXPECT_EQ(a.targets.at("box"), (Target{{4}, {1.0F, 2.5F, 3.0F, 4.0F}}));
+
+  const Sample b = shards.read(1);
+  EXPECT_TRUE(b.mask.empty());
+  EXPECT_TRUE(b.targets.empty());
+  EXPECT_EQ(b.label, -1);
+  EXPECT_EQ(shards.classes(), (std::vector<std::string>{"0", "1", "2"}));
+
+  EXPECT_THAT(test::error_message([&] { shards.read(2); }),
+              HasSubstr((dir / "seg.tar").string() + "#scans/c.json: not a JSON object"));
+
+  EXPECT_EQ(shards.unused_fields(), (std::map<std::string, std::size_t>{{"txt", 2}}));
+  EXPECT_THAT(reasons(shards).at((dir / "seg.tar").string() + "#scans/a.txt"),
+              HasSubstr("field 'txt' is not read (2 members have it)"));
+}
+
+TEST(TarShards, SamplesWithoutAnImageOrWithABadLabelAreListedWithTheReason) {
+  TempDir dir;
+  write_tar(dir / "x.tar", {
+                               {"k0.jpg", test::distinct_bytes(0)},
+                               {"k1.cls", text("1")},
+                               {"k1.json", text("{}")},
+                               {"k2.jpg", test::distinct_bytes(2)},
+                               {"k2.cls", text("cat")},
+                               {"k3.JPG", test::distinct_bytes(3)},  // extensions match in any case
+                               {"README", text("no field")},
+                               {"dir/.hidden.jpg", test::distinct_bytes(4)},
+                           });
+  const TarShards shards(dir / "x.tar", no_fallback());
+  EXPECT_EQ(keys(shards), (std::vector<std::string>{"k0", "k3"}));
+  EXPECT_TRUE(shards.classes().empty());
+  const std::string shard = (dir / "x.tar").string();
+  const auto why = reasons(shards);
+  EXPECT_THAT(why.at(shard + "#k1"), HasSubstr("no image member (its fields: cls json"));
+  EXPECT_THAT(why.at(shard + "#k2.cls"), HasSubstr("not a decimal class label"));
+  EXPECT_THAT(why.at(shard + "#README"), HasSubstr("no field"));
+  EXPECT_THAT(why.at(shard + "#dir/.hidden.jpg"), HasSubstr("hidden"));
+}
+
+// ---- the index -------------------------------------------------------------------------------
+
+TEST(TarShards, IndexIsWrittenOnceReusedAndRebuiltWhenTheShardChanges) {
+  TempDir dir;
+  const fs::path shard = dir / "s.tar";
+  const fs::path index = tar_index_path(shard);
+  write_tar(shard, labelled_samples(4));
+
+  {
+    const TarShards first(shard, no_fallback());
+    ASSERT_EQ(first.shards().size(), 1u);
+    EXPECT_EQ(first.shards()[0].source, TarIndexSource::written);
+    EXPECT_EQ(first.shards()[0].index, index);
+    EXPECT_EQ(first.size(), 4u);
+  }
+  ASSERT_TRUE(fs::exists(index));
+  const auto written_at = fs::last_write_time(index);
+  const std::vector<std::byte> written = read_file(index.string());
+
+  {
+    const TarShards second(shard, no_fallback());
+    EXPECT_EQ(second.shards()[0].source, TarIndexSource::loaded);
+    EXPECT_EQ(second.size(), 4u);
+    EXPECT_EQ(test::to_vector(second.read(3).bytes), test::small_jpeg(3));
+  }
+  EXPECT_EQ(fs::last_write_time(index), written_at);
+  EXPECT_EQ(read_file(index.string()), written);
+
+  // Another shard under the same name (another size): rebuilt.
+  write_tar(shard, labelled_samples(5));
+  {
+    const TarShards changed(shard, no_fallback());
+    EXPECT_EQ(changed.shards()[0].source, TarIndexSource::written);
+    EXPECT_EQ(changed.size(), 5u);
+    EXPECT_EQ(test::to_vector(changed.read(4).bytes), test::small_jpeg(4));
+  }
+  // The same size, a new modification time: rebuilt.
+  fs::last_write_time(shard, fs::last_write_time(shard) + std::chrono::seconds(5));
+  EXPECT_EQ(TarShards(shard, no_fallback()).shards()[0].source, TarIndexSource::written);
+  EXPECT_EQ(TarShards(shard, no_fallback()).shards()[0].source, TarIndexSource::loaded);
+
+  // A damaged index: rebuilt, not trusted.
+  std::vector<std::byte> damaged = read_file(index.string());
+  damaged[70] ^= std::byte{0x40};
+  test::write_bytes(index, damaged);
+  const TarShards repaired(shard, no_fallback());
+  EXPECT_EQ(repaired.shards()[0].source, TarIndexSource::written);
+  EXPECT_EQ(repaired.size(), 5u);
+}
+
+TEST(TarShards, IndexGoesToTheCacheFolderWhenItCannotGoBesideTheShard) {
+  TempDir dir;
+  const fs::path shard = dir / "s.tar";
+  write_tar(shard, labelled_samples(2));
+  fs::create_directories(tar_index_path(shard));  // a folder in the index file's place: not writable
+
+  TarShardsOptions options;
+  options.fallback_index_dir = dir / "cache";
+  const TarShards first(shard, options);
+  EXPECT_EQ(first.shards()[0].source, TarIndexSource::written);
+  EXPECT_EQ(first.shards()[0].index.parent_path(), dir / "cache");
+  EXPECT_THAT(first.shards()[0].index.filename().string(), HasSubstr("s.tar.stoke-idx"));
+  EXPECT_EQ(TarShards(shard, options).shards()[0].source, TarIndexSource::loaded);
+
+  // Nowhere to write: in memory, or an error when that is not allowed.
+  const TarShards in_memory(shard, no_fallback());
+  EXPECT_EQ(in_memory.shards()[0].source, TarIndexSource::memory);
+  EXPECT_TRUE(in_memory.shards()[0].index.empty());
+  EXPECT_EQ(in_memory.size(), 2u);
+  TarShardsOptions strict = no_fallback();
+  strict.allow_memory_index = false;
+  EXPECT_THAT(test::error_message([&] { TarShards(shard, strict); }),
+              HasSubstr("cannot write an index of shard '" + shard.string() + "'"));
+
+  // An index folder of one's own; and no index file at all.
+  TarShardsOptions own;
+  own.index_dir = dir / "indexes";
+  EXPECT_EQ(TarShards(shard, own).shards()[0].index.parent_path(), dir / "indexes");
+  EXPECT_EQ(TarShards(shard, own).shards()[0].source, TarIndexSource::loaded);
+  TarShardsOptions unwritten;
+  unwritten.index_dir = dir / "never";
+  unwritten.write_index = false;
+  EXPECT_EQ(TarShards(shard, unwritten).shards()[0].source, TarIndexSource::memory);
+  EXPECT_FALSE(fs::exists(dir / "never"));
+}
+
+// ---- damage ----------------------------------------------------------------------------------
+
+TEST(TarShards, AShardCutMidMemberKeepsTheSamplesBeforeTheCutAndTheOtherShards) {
+  TempDir dir;
+  write_tar(dir / "a.tar", labelled_samples(6));
+  write_tar(dir / "b.tar", labelled_samples(2, 100));
+  const std::size_t at = find_in_file(dir / "a.tar", test::small_jpeg(3));
+  fs::resize_file(dir / "a.tar", at + 100);  // inside s3.jpg's bytes
+
+  const TarShards shards(std::vector<fs::path>{dir / "a.tar", dir / "b.tar"}, no_fallback());
+  EXPECT_EQ(keys(shards), (std::vector<std::string>{"s0", "s1", "s2", "s100", "s101"}));
+  const std::string shard = (dir / "a.tar").string();
+  const auto why = reasons(shards);
+  ASSERT_TRUE(why.contains(shard + "#s3.jpg")) << ::testing::PrintToString(why);
+  EXPECT_THAT(why.at(shard + "#s3.jpg"), HasSubstr("cut short"));
+  EXPECT_THAT(why.at(shard + "#s3.jpg"), HasSubstr("from byte " + std::to_string(at)));
+  for (std::size_t i = 0; i < shards.size(); ++i) EXPECT_NO_THROW(shards.read(i));
+
+  // The damage is remembered by the index file too.
+  const TarShards again(std::vector<fs::path>{dir / "a.tar", dir / "b.tar"}, no_fallback());
+  EXPECT_EQ(again.shards()[0].source, TarIndexSource::loaded);
+  EXPECT_EQ(keys(again), keys(shards));
+  EXPECT_EQ(reasons(again), why);
+
+  // Cut inside a header: the sample before it may have had more members, so it is left out too.
+  write_tar(dir / "c.tar", labelled_samples(6));
+  const std::size_t header = find_in_file(dir / "c.tar", test::small_jpeg(3)) - 512;
+  fs::resize_file(dir / "c.tar", header + 100);
+  const TarShards cut_header(dir / "c.tar", no_fallback());
+  EXPECT_EQ(keys(cut_header), (std::vector<std::string>{"s0", "s1"}));
+  const auto header_why = reasons(cut_header);
+  EXPECT_THAT(header_why.at((dir / "c.tar").string()), HasSubstr("unreadable tar header after 's2.cls'"));
+  EXPECT_THAT(header_why.at((dir / "c.tar").string() + "#s2"), HasSubstr("may have cut one of its members"));
+}
+
+TEST(TarShards, ADamagedHeaderIsListedAndReadingGoesOnAtTheNextHeader) {
+  TempDir dir;
+  const fs::path file = dir / "a.tar";
+  write_tar(file, labelled_samples(6));
+  // s3.jpg's ustar header is the 512 bytes before its data; break its name and checksum.
+  const std::size_t header = find_in_file(file, test::small_jpeg(3)) - 512;
+  std::vector<std::byte> bytes = read_file(file.string());
+  bytes[header] ^= std::byte{0x20};
+  test::write_bytes(file, bytes);
+
+  const TarShards shards(file, no_fallback());
+  // s2 was in progress at the damage (it might have lost a member), s3 lost its image.
+  EXPECT_EQ(keys(shards), (std::vector<std::string>{"s0", "s1", "s4", "s5"}));
+  const auto why = reasons(shards);
+  EXPECT_THAT(why.at(file.string()), HasSubstr("damaged tar header at byte " + std::to_string(header)));
+  EXPECT_THAT(why.at(file.string() + "#s2"), HasSubstr("may have cut one of its members"));
+  EXPECT_THAT(why.at(file.string() + "#s3"), HasSubstr("no image member"));
+  EXPECT_EQ(test::to_vector(shards.read(2).bytes), test::small_jpeg(4));
+}
+
+TEST(TarShards, ReadOfAMemberCutAfterOpeningThrowsNamingShardAndMember) {
+  TempDir dir;
+  const fs::path file = dir / "a.tar";
+  write_tar(file, labelled_samples(4));
+  const TarShards shards(file, no_fallback());
+  fs::resize_file(file, find_in_file(file, test::small_jpeg(3)) + 10);
+  EXPECT_EQ(test::to_vector(shards.read(0).bytes), test::small_jpeg(0));
+  const std::string message = test::error_message([&] { shards.read(3); });
+  EXPECT_THAT(message, HasSubstr(file.string() + "#s3.jpg: "));
+  EXPECT_THAT(message, HasSubstr("not all in the shard"));
+}
+
+TEST(TarShards, InAPipelineReadItemsAreDecodedOrSkippedByName) {
+  TempDir dir;
+  const fs::path file = dir / "a.tar";
+  write_tar(file, labelled_samples(12));
+  const auto shards = std::make_shared<const TarShards>(file, no_fallback());
+  ASSERT_EQ(shards->size(), 12u);
+  fs::resize_file(file, find_in_file(file, test::small_jpeg(9)) + 10);  // s9 .. s11 lost after opening
+
+  const Decoder decoder;
+  std::set<std::uint64_t> decoded;
+  graph::Pipeline pipe({.max_in_flight = 8, .threads = 4});
+  pipe.source("items", DatasetSource(shards->size(), {.shuffle = true, .seed = 3}))
+      .map("read", ReadSample(shards), {.concurrency = graph::parallel(2), .on_error = graph::OnError::skip})
+      .map("decode", [&decoder](Sample sample) { return decoder.decode(sample); },
+           {.concurrency = graph::parallel(2), .on_error = graph::OnError::skip})
+      .sink("collect", [&](Image image) { decoded.insert(image.index); });
+  const graph::RunReport report = pipe.run();
+
+  EXPECT_EQ(report.produced, 12u);
+  EXPECT_EQ(report.consumed, decoded.size());
+  EXPECT_EQ(report.produced, report.consumed + report.skipped);
+  EXPECT_EQ(decoded.size(), 9u);
+  ASSERT_EQ(report.skipped_items.size(), 3u);
+  for (const graph::SkippedItem& item : report.skipped_items) {
+    EXPECT_EQ(item.stage, "read");
+    EXPECT_THAT(item.reason, HasSubstr(file.string() + "#s"));
+  }
+}
+
+TEST(TarShards, AFileThatIsNotATarIsListedAndTheOtherShardsAreRead) {
+  TempDir dir;
+  write_tar(dir / "good.tar", labelled_samples(2));
+  test::write_text(dir / "junk.tar", std::string(3000, 'x'));
+  test::write_text(dir / "empty.tar", "");
+  const TarShards shards(dir.path(), no_fallback());
+  EXPECT_EQ(shards.size(), 2u);
+  const auto why = reasons(shards);
+  EXPECT_THAT(why.at((dir / "junk.tar").string()), HasSubstr("not readable as a tar archive"));
+  EXPECT_THAT(why.at((dir / "empty.tar").string()), HasSubstr("empty file"));
+
+  EXPECT_THAT(test::error_message([&] { TarShards(dir / "junk.tar", no_fallback()); }),
+              HasSubstr("no sample in 1 shard '" + (dir / "junk.tar").string() + "'"));
+}
+
+TEST(TarShards, ACompressedShardIsRefusedNamingIt) {
+  TempDir dir;
+  write_tar(dir / "a.tar.gz", labelled_samples(2), /*gzip=*/true);
+  const std::string message = test::error_message([&] { TarShards(dir / "a.tar.gz", no_fallback()); });
+  EXPECT_THAT(message, HasSubstr((dir / "a.tar.gz").string() + ": compressed with gzip"));
+  EXPECT_THAT(message, HasSubstr("must be uncompressed"));
+
+  // Whatever its name says.
+  fs::copy_file(dir / "a.tar.gz", dir / "b.tar");
+  EXPECT_THAT(test::error_message([&] { TarShards(dir / "b.tar", no_fallback()); }),
+              HasSubstr((dir / "b.tar").string() + ": compressed with gzip"));
+
+  // A folder of compressed shards only.
+  fs::create_directories(dir / "gz");
+  fs::rename(dir / "a.tar.gz", dir / "gz" / "a.tar.gz");
+  EXPECT_THAT(test::error_message([&] { TarShards(dir / "gz", no_fallback()); }),
+              HasSubstr("compressed shards (a.tar.gz) cannot be read by offset"));
+}
+
+TEST(TarShards, AShardGivenTwiceOrMissingIsAnError) {
+  TempDir dir;
+  write_tar(dir / "a.tar", labelled_samples(1));
+  EXPECT_THAT(test::error_message([&] {
+                TarShards({dir / "a.tar", dir / "." / "a.tar"}, no_fallback());
+              }),
+              HasSubstr("is given twice"));
+  EXPECT_THAT(test::error_message([&] { TarShards(dir / "missing.tar", no_fallback()); }),
+              HasSubstr("'" + (dir / "missing.tar").string() + "' does not exist"));
+}
+
+// ---- patterns --------------------------------------------------------------------------------
+
+TEST(ExpandShardPattern, ExpandsBraceRangesListsAndWildcards) {
+  EXPECT_EQ(
+      expand_shard_pattern("d/train-{000008..000011}.tar"),
+      (std::vector<fs::path>{"d/train-000008.tar", "d/train-000009.tar", "d/train-000010.tar", "d/train-000011.tar"}));
+  EXPECT_EQ(expand_shard_pattern("{val,train}-{1..2}.tar"),
+            (std::vector<fs::path>{"train-1.tar", "train-2.tar", "val-1.tar", "val-2.tar"}));
+  EXPECT_EQ(expand_shard_pattern("plain.tar"), (std::vector<fs::path>{"plain.tar"}));
+  EXPECT_THROW(expand_shard_pattern("x-{1..2.tar"), std::invalid_argument);
+  EXPECT_THROW(expand_shard_pattern("x-{a..2}.tar"), std::invalid_argument);
+
+  TempDir dir;
+  test::write_text(dir / "s-1.tar", "");
+  test::write_text(dir / "s-2.tar", "");
+  test::write_text(dir / "s-2.txt", "");
+  EXPECT_EQ(expand_shard_pattern((dir / "s-*.tar").string()),
+            (std::vector<fs::path>{dir / "s-1.tar", dir / "s-2.tar"}));
+  EXPECT_THROW(expand_shard_pattern((dir / "none-*.tar").string()), std::runtime_error);
+  EXPECT_TRUE(is_tar_shard_name("x/a.tar"));
+  EXPECT_TRUE(is_tar_shard_name("a.TAR.gz"));
+  EXPECT_FALSE(is_tar_shard_name("a.stoke"));
+}
+
+}  // namespace
+}  // namespace stoke::nodes
