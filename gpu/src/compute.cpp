@@ -120,7 +120,9 @@ ComputeEngine::Lane ComputeEngine::start(DeviceBatch& batch) {
       throw std::invalid_argument("compute: converting needs NHWC batches of u8, u16, i16 or f32 pixels, but this one "
                                   "is " + std::string(nodes::to_string(batch.shape().layout)) +
                                   " (drop the normalize transform, or do not ask the stage to convert)");
-    const std::size_t capacity_bytes = converted_bytes(batch.shape().batch_size, raw.h, raw.w, raw.c, convert->dtype);
+    // Sized for the shape's largest batch (variable-size batches are smaller): grown once, then reused.
+    const std::size_t capacity_bytes =
+        converted_bytes(batch.shape().batch_size, batch.shape().height, batch.shape().width, raw.c, convert->dtype);
     void* out = nullptr;
     if (stream.is_host()) {
       if (state.host_converted.size() < capacity_bytes) state.host_converted.resize(capacity_bytes);

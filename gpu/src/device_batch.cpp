@@ -25,6 +25,10 @@ DeviceBatch::DeviceBatch(DeviceBatch&& other) noexcept
       mask_(std::exchange(other.mask_, nullptr)),
       targets_(std::move(other.targets_)),
       boxes_(std::exchange(other.boxes_, BoxFields{})),
+      extent_h_(other.extent_h_),
+      extent_w_(other.extent_w_),
+      item_sizes_(std::move(other.item_sizes_)),
+      device_item_sizes_(std::exchange(other.device_item_sizes_, nullptr)),
       input_(std::exchange(other.input_, TensorView{})),
       host_(std::move(other.host_)),
       slots_(std::move(other.slots_)),
@@ -51,6 +55,10 @@ DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
     mask_ = std::exchange(other.mask_, nullptr);
     targets_ = std::move(other.targets_);
     boxes_ = std::exchange(other.boxes_, BoxFields{});
+    extent_h_ = other.extent_h_;
+    extent_w_ = other.extent_w_;
+    item_sizes_ = std::move(other.item_sizes_);
+    device_item_sizes_ = std::exchange(other.device_item_sizes_, nullptr);
     input_ = std::exchange(other.input_, TensorView{});
     host_ = std::move(other.host_);
     slots_ = std::move(other.slots_);
@@ -74,12 +82,16 @@ DeviceBatch::DeviceBatch(nodes::Batch host) {
   if (host_.has_boxes()) {
     boxes_ = {host_.boxes().data(), host_.box_classes().data(), host_.box_extras().data(), host_.box_counts().data()};
   }
+  if (shape_.variable_size) device_item_sizes_ = host_.item_sizes().data();
   input_ = pixels();
 }
 
 void DeviceBatch::take_metadata(nodes::Batch& batch) {
   shape_ = batch.shape();
   epoch_ = batch.epoch();
+  extent_h_ = batch.extent().height;
+  extent_w_ = batch.extent().width;
+  item_sizes_.assign(batch.item_sizes().begin(), batch.item_sizes().end());
   labels_.assign(batch.labels().begin(), batch.labels().end());
   indices_.assign(batch.indices().begin(), batch.indices().end());
   names_.clear();
@@ -110,8 +122,8 @@ TensorView DeviceBatch::pixels() const noexcept {
                     .layout = nhwc ? TensorLayout::nhwc : TensorLayout::nchw,
                     .n = size(),
                     .c = shape_.channels,
-                    .h = shape_.height,
-                    .w = shape_.width};
+                    .h = extent_h_,
+                    .w = extent_w_};
 }
 
 TensorView DeviceBatch::mask() const noexcept {
@@ -121,8 +133,8 @@ TensorView DeviceBatch::mask() const noexcept {
                     .layout = TensorLayout::nhwc,
                     .n = size(),
                     .c = 1,
-                    .h = shape_.height,
-                    .w = shape_.width};
+                    .h = extent_h_,
+                    .w = extent_w_};
 }
 
 const float* DeviceBatch::device_target(std::size_t k) const {
@@ -153,6 +165,8 @@ void DeviceBatch::release() noexcept {
   mask_ = nullptr;
   targets_.clear();
   boxes_ = BoxFields{};
+  device_item_sizes_ = nullptr;
+  item_sizes_.clear();
   input_ = TensorView{};
 }
 

@@ -37,6 +37,7 @@ struct DeviceSlot {
   std::int32_t* box_classes = nullptr;
   float* box_extras = nullptr;
   std::int32_t* box_counts = nullptr;
+  std::int32_t* item_sizes = nullptr;
   Event copy_start;
   Event copy_end;
   Event compute_start;

@@ -22,7 +22,7 @@ std::size_t crossing_bytes(const nodes::Batch& batch) {
   std::size_t bytes = batch.data().size() + batch.mask().size() + batch.labels().size_bytes();
   for (std::size_t k = 0; k < batch.shape().targets.size(); ++k) bytes += batch.target(k).size_bytes();
   bytes += batch.boxes().size_bytes() + batch.box_classes().size_bytes() + batch.box_extras().size_bytes() +
-           batch.box_counts().size_bytes();
+           batch.box_counts().size_bytes() + batch.item_sizes().size_bytes();
   return bytes;
 }
 
@@ -50,6 +50,7 @@ DeviceSlot::DeviceSlot(Device device, std::size_t id_in, const nodes::BatchBlock
   box_classes = reinterpret_cast<std::int32_t*>(base + layout.box_classes);
   box_extras = reinterpret_cast<float*>(base + layout.box_extras);
   box_counts = reinterpret_cast<std::int32_t*>(base + layout.box_counts);
+  item_sizes = reinterpret_cast<std::int32_t*>(base + layout.item_sizes);
 }
 
 DeviceSlots::DeviceSlots(Device device, const nodes::BatchShape& shape, ToDeviceOptions options)
@@ -154,6 +155,8 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
         copy_async(slot.box_extras, host.box_extras().data(), host.box_extras().size_bytes(), copy);
       copy_async(slot.box_counts, host.box_counts().data(), host.box_counts().size_bytes(), copy);
     }
+    if (!host.item_sizes().empty())
+      copy_async(slot.item_sizes, host.item_sizes().data(), host.item_sizes().size_bytes(), copy);
     slot.copy_end.record(copy);
 
     DeviceBatch out;
@@ -164,6 +167,7 @@ void DeviceSlots::start_copy(DeviceSlot& slot, Waiting waiting) noexcept {
     out.mask_ = slot.mask;
     out.targets_.assign(slot.targets.begin(), slot.targets.end());
     if (host.has_boxes()) out.boxes_ = {slot.boxes, slot.box_classes, slot.box_extras, slot.box_counts};
+    if (host.shape().variable_size) out.device_item_sizes_ = slot.item_sizes;
     out.input_ = out.pixels();
     std::uint64_t sequence = 0;
     {

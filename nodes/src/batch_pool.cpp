@@ -40,6 +40,8 @@ class PoolState {
         slot.box_classes = reinterpret_cast<std::int32_t*>(slot.block + layout.box_classes);
         slot.box_extras = reinterpret_cast<float*>(slot.block + layout.box_extras);
         slot.box_counts = reinterpret_cast<std::int32_t*>(slot.block + layout.box_counts);
+        slot.item_sizes = reinterpret_cast<std::int32_t*>(slot.block + layout.item_sizes);
+        slot.extent = cv::Size(shape.width, shape.height);
         slot.names.resize(shape.batch_size);
       }
     } catch (...) {
@@ -62,6 +64,7 @@ class PoolState {
     free_count.store(free.size(), std::memory_order_release);
     slot->size = 0;
     slot->epoch = 0;
+    slot->extent = cv::Size(shape.width, shape.height);
     ++acquired;
     peak_in_use = std::max(peak_in_use, slots.size() - free.size());
     return slot;

@@ -29,6 +29,16 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
+// The rows of `from` (`row_bytes` each) at the top-left of a frame whose rows are `frame_row_bytes`.
+void copy_into_frame(const cv::Mat& from, std::byte* to, std::size_t frame_row_bytes, std::size_t row_bytes) {
+  if (frame_row_bytes == row_bytes) {
+    copy_rows(from, to, row_bytes);
+    return;
+  }
+  for (int r = 0; r < from.rows; ++r)
+    std::memcpy(to + static_cast<std::size_t>(r) * frame_row_bytes, from.ptr(r), row_bytes);
+}
+
 // Item i's boxes, then padding: zero corners and extras, class -1.
 void copy_boxes(Batch& batch, std::size_t i, const Boxes& boxes) {
   const BatchShape& shape = batch.shape();
@@ -89,7 +99,12 @@ void check_fits(const Image& image, const BatchShape& shape) {
     fail("has " + std::to_string(image.channels()) + " channels but the batch holds " + std::to_string(shape.channels) +
          ": decode with the batch's colour mode, or build the pool for the image's channels");
   }
-  if (image.width() != shape.width || image.height() != shape.height) {
+  if (shape.variable_size && (image.width() > shape.width || image.height() > shape.height)) {
+    fail("is " + std::to_string(image.width()) + "x" + std::to_string(image.height()) + " but the batch holds at most " +
+         std::to_string(shape.width) + "x" + std::to_string(shape.height) + ": resize it (resize size=N max_size=M) or "
+         "raise the shape's height and width");
+  }
+  if (!shape.variable_size && (image.width() != shape.width || image.height() != shape.height)) {
     fail("is " + std::to_string(image.width()) + "x" + std::to_string(image.height()) + " but the batch holds " +
          std::to_string(shape.width) + "x" + std::to_string(shape.height) + ": add a resize/crop transform");
   }
@@ -129,11 +144,34 @@ void check_fits(const Image& image, const BatchShape& shape) {
 
 void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) {
   const BatchShape& shape = batch.shape();
-  // hwc: H rows of W x channels elements; chw_f32: channels x H rows (the planes) of W floats.
-  const std::size_t row_elements =
-      static_cast<std::size_t>(shape.width) * static_cast<std::size_t>(image.layout == PixelLayout::hwc ? shape.channels : 1);
-  copy_rows(image.pixels, batch.item(i).data(), row_elements * shape.element_size());
-  if (shape.mask) copy_rows(image.mask, batch.mask_item(i).data(), shape.mask_item_bytes() / static_cast<std::size_t>(shape.height));
+  const cv::Size frame = batch.extent();
+  const cv::Size size(image.width(), image.height());
+  // hwc: H rows of W x channels elements; chw_f32: channels planes of H rows of W floats, each
+  // plane in a frame of its own. An item smaller than the frame sits at its top-left, zeros beyond.
+  const bool hwc = image.layout == PixelLayout::hwc;
+  const std::size_t per_pixel = (hwc ? static_cast<std::size_t>(shape.channels) : 1) * shape.element_size();
+  const std::span<std::byte> item = batch.item(i);
+  if (size == frame) {
+    copy_rows(image.pixels, item.data(), static_cast<std::size_t>(frame.width) * per_pixel);
+  } else {
+    std::fill(item.begin(), item.end(), std::byte{0});
+    const int planes = hwc ? 1 : image.planes;
+    for (int p = 0; p < planes; ++p)
+      copy_into_frame(image.pixels.rowRange(p * size.height, (p + 1) * size.height),
+                      item.data() + static_cast<std::size_t>(p) * static_cast<std::size_t>(frame.area()) * per_pixel,
+                      static_cast<std::size_t>(frame.width) * per_pixel, static_cast<std::size_t>(size.width) * per_pixel);
+  }
+  if (shape.mask) {
+    const std::size_t mask_pixel = element_size(*shape.mask);
+    const std::span<std::byte> mask = batch.mask_item(i);
+    if (size != frame) std::fill(mask.begin(), mask.end(), std::byte{0});
+    copy_into_frame(image.mask, mask.data(), static_cast<std::size_t>(frame.width) * mask_pixel,
+                    static_cast<std::size_t>(size.width) * mask_pixel);
+  }
+  if (shape.variable_size) {
+    batch.item_sizes()[2 * i] = size.height;
+    batch.item_sizes()[2 * i + 1] = size.width;
+  }
   for (std::size_t k = 0; k < shape.targets.size(); ++k) {
     const std::vector<float>& values = image.targets.at(shape.targets[k].name).values;
     std::copy(values.begin(), values.end(), batch.target(k).subspan(i * values.size(), values.size()).begin());
@@ -180,6 +218,14 @@ void Collate::complete(graph::Emitter<Batch>& out) {
   Batch batch = pool_.acquire();
   batch.set_size(pending_.size());
   batch.set_epoch(pending_.front().epoch);
+  if (pool_.shape().variable_size) {
+    cv::Size largest(1, 1);
+    for (const Image& image : pending_) {
+      largest.width = std::max(largest.width, image.width());
+      largest.height = std::max(largest.height, image.height());
+    }
+    batch.set_extent(largest);
+  }
   for (std::size_t i = 0; i < pending_.size(); ++i) copy_into(batch, i, pending_[i], options_.keep_names);
   pending_.clear();
   out.emit(std::move(batch));

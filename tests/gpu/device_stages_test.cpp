@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "device_stages_test_support.hpp"
@@ -131,6 +132,34 @@ TEST(DeviceStagesOnCpu, BoxesCrossWithTheirCountsAndClasses) {
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], (std::vector<std::int32_t>{1, 3, 41, 51, 7, 9}));
   EXPECT_EQ(seen[1], (std::vector<std::int32_t>{1, 3, 42, 52, 14, 9}));
+}
+
+TEST(DeviceStagesOnCpu, AVariableSizeBatchCrossesInItsOwnFrame) {
+  const nodes::BatchShape shape{.batch_size = 2, .height = 8, .width = 8, .channels = 1, .variable_size = true};
+  nodes::BatchPool pool(shape, 1, batch_allocator(Device::cpu()));
+  ToDevice to_device(Device::cpu(), pool.shape(), {.slots = 1});
+  Compute compute(Device::cpu(), [](DeviceBatch& batch, StreamView) {
+    return std::vector<std::int32_t>{batch.pixels().h, batch.pixels().w, static_cast<std::int32_t>(batch.pixels().bytes()),
+                                     batch.device_item_sizes()[2], batch.item_sizes()[3]};
+  });
+  graph::Pipeline pipe({.threads = 2});
+  std::vector<std::vector<std::int32_t>> seen;
+  pipe.source("source",
+              [&, done = false]() mutable -> std::optional<nodes::Batch> {
+                if (std::exchange(done, true)) return std::nullopt;
+                nodes::Batch batch = pool.acquire();
+                batch.set_size(2);
+                batch.set_extent(cv::Size(5, 3));
+                const std::int32_t sizes[] = {3, 5, 2, 4};
+                std::copy(std::begin(sizes), std::end(sizes), batch.item_sizes().begin());
+                return batch;
+              })
+      .async<DeviceBatch>("to-device", to_device, ToDevice::stage_options())
+      .async<Computed<std::vector<std::int32_t>>>("compute", compute, compute.stage_options())
+      .sink("collect", [&](Computed<std::vector<std::int32_t>> r) { seen.push_back(r.value); });
+  pipe.run();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<std::int32_t>{3, 5, 2 * 3 * 5, 2, 4}));
 }
 
 TEST(DeviceStagesOnCpu, ThePoolBoundHoldsAndEverySlotComesBack) {

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -471,6 +472,86 @@ TEST(Collate, BoxesArePaddedToTheRoomWithCountsAndTooManyAreRefused) {
   BatchPool plain(BatchShape{.batch_size = 2, .height = H, .width = W}, 1);
   Collate plain_collate(plain);
   EXPECT_THROW(plain_collate(with_boxes(5, 1), out), std::invalid_argument);
+}
+
+TEST(Collate, VariableSizeItemsArePaddedToTheBatchsLargestWithTheirSizes) {
+  // Three RGB items of 6x4, 3x2 and 5x3 (w x h) with masks; room for up to 8x8.
+  std::vector<Image> images;
+  for (const cv::Size size : {cv::Size(6, 4), cv::Size(3, 2), cv::Size(5, 3)}) {
+    Image image = make_u8(images.size() + 1, 0, size.width, size.height);
+    image.mask = cv::Mat(size, CV_8UC1, cv::Scalar(static_cast<int>(images.size()) + 1));
+    images.push_back(image);
+  }
+  BatchShape shape{.batch_size = 3, .height = 8, .width = 8, .mask = ElementType::u8, .variable_size = true};
+  EXPECT_EQ(shape.describe(), "3 x 8x8x3 nhwc u8 + mask u8 (variable size, up to 8x8)");
+  BatchPool pool(shape, 1);
+  Collate collate(pool);
+  const auto batches = run_collate(collate, images);
+  ASSERT_EQ(batches.size(), 1u);
+  const Batch& batch = batches[0];
+  EXPECT_EQ(batch.extent(), cv::Size(6, 4));
+  EXPECT_EQ(batch.data().size(), 3u * 6 * 4 * 3);
+  EXPECT_EQ(std::vector<std::int32_t>(batch.item_sizes().begin(), batch.item_sizes().end()),
+            (std::vector<std::int32_t>{4, 6, 2, 3, 3, 5}));
+  // Item 1 (3x2) at the top-left of its 6x4 frame, zeros beyond; its mask likewise.
+  const auto item = batch.u8().subspan(6 * 4 * 3, 6 * 4 * 3);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c)
+      for (int ch = 0; ch < 3; ++ch) {
+        const std::uint8_t got = item[static_cast<std::size_t>((r * 6 + c) * 3 + ch)];
+        if (r < 2 && c < 3)
+          ASSERT_EQ(got, images[1].pixels.ptr<std::uint8_t>(r)[c * 3 + ch]) << r << ", " << c;
+        else
+          ASSERT_EQ(got, 0) << "padding at " << r << ", " << c;
+      }
+  const auto mask = batch.mask_as<std::uint8_t>().subspan(6 * 4, 6 * 4);
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 2), 6);  // the 3x2 item's class, the rest 0
+  EXPECT_EQ(std::count(mask.begin(), mask.end(), 0), 18);
+
+  // Larger than the room: refused, naming the item and both sizes.
+  Collector collector;
+  graph::Emitter<Batch> out(collector);
+  EXPECT_THAT([&] {
+    try {
+      collate(make_u8(9, 0, 9, 4), out);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  }(), ::testing::HasSubstr("img9.jpg is 9x4 but the batch holds at most 8x8"));
+  // set_extent only on variable-size batches, within the room.
+  BatchPool fixed(BatchShape{.batch_size = 1, .height = H, .width = W}, 1);
+  Batch plain = fixed.acquire();
+  EXPECT_THROW(plain.set_extent(cv::Size(2, 2)), std::logic_error);
+  BatchPool spare(shape, 1);  // `pool`'s one slot is held by the batch above
+  Batch variable = spare.acquire();
+  EXPECT_THROW(variable.set_extent(cv::Size(9, 2)), std::out_of_range);
+}
+
+TEST(Collate, VariableSizeFloatPlanesEachKeepTheirFrame) {
+  // chw_f32 items of 3x2 and 2x1 (w x h): each of the three planes in its own 3x2 frame.
+  const auto planes = [](int w, int h, float base) {
+    cv::Mat m(3 * h, w, CV_32FC1);
+    for (int r = 0; r < 3 * h; ++r)
+      for (int c = 0; c < w; ++c) m.at<float>(r, c) = base + static_cast<float>(r * 10 + c);
+    return Image{.pixels = m, .layout = PixelLayout::chw_f32, .name = "p"};
+  };
+  BatchPool pool(BatchShape{.batch_size = 2, .height = 4, .width = 4, .layout = BatchLayout::nchw,
+                            .pixel_type = ElementType::f32, .variable_size = true},
+                 1);
+  Collate collate(pool);
+  const auto batches = run_collate(collate, {planes(3, 2, 100), planes(2, 1, 200)});
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].extent(), cv::Size(3, 2));
+  const auto f = batches[0].f32();
+  ASSERT_EQ(f.size(), 2u * 3 * 3 * 2);
+  // Item 1, plane 2 (its rows 2 of the stacked matrix): value 200 + 20 at the frame's (0, 0), 0 beyond.
+  const std::size_t plane = 18 + 2 * 6;
+  EXPECT_EQ(f[plane + 0], 220.0f);
+  EXPECT_EQ(f[plane + 1], 221.0f);
+  EXPECT_EQ(f[plane + 2], 0.0f);
+  EXPECT_EQ(f[plane + 3], 0.0f);
+  EXPECT_EQ(f[5], 112.0f);  // item 0, plane 0, row 1, column 2
 }
 
 TEST(Collate, RunsAsASerialOrderedStage) {

@@ -94,6 +94,14 @@ class DeviceBatch {
     const std::int32_t* counts = nullptr;
   };
   const BoxFields& device_boxes() const noexcept { return boxes_; }
+  /// The frame the items are laid out in (nodes::Batch::extent(): the shape's size, or a variable-
+  /// size batch's largest item), which pixels() and mask() report as h and w.
+  int extent_height() const noexcept { return extent_h_; }
+  int extent_width() const noexcept { return extent_w_; }
+  /// A variable-size batch's item sizes, [size()][2] (height, width): host copies, and on the
+  /// device (null when the shape is not variable_size).
+  std::span<const std::int32_t> item_sizes() const noexcept { return item_sizes_; }
+  const std::int32_t* device_item_sizes() const noexcept { return device_item_sizes_; }
   /// What the compute callable should read: pixels(), or their conversion when the compute stage
   /// converts (ComputeOptions::convert).
   const TensorView& input() const noexcept { return input_; }
@@ -132,6 +140,10 @@ class DeviceBatch {
   std::byte* mask_ = nullptr;
   std::vector<const float*> targets_;
   BoxFields boxes_;
+  int extent_h_ = 0;
+  int extent_w_ = 0;
+  std::vector<std::int32_t> item_sizes_;
+  const std::int32_t* device_item_sizes_ = nullptr;
   TensorView input_;
   nodes::Batch host_;                            // CPU device
   std::shared_ptr<detail::DeviceSlots> slots_;   // CUDA device: the pool ...

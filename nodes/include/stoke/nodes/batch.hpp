@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include <opencv2/core/types.hpp>
+
 #include "stoke/nodes/element_type.hpp"
 #include "stoke/nodes/image.hpp"
 
@@ -71,6 +73,11 @@ struct BatchShape {
   std::size_t max_boxes = 0;
   /// Extra float values per box (Boxes::extras); needs max_boxes > 0.
   int box_extras = 0;
+  /// Items of any size up to height x width: each batch is padded to its largest item
+  /// (Batch::extent()), every item at the top-left of its frame with zeros beyond it (class 0 in the
+  /// mask), and each item's own size in Batch::item_sizes(). The slot is sized for the largest
+  /// allowed, so memory stays bounded. Off: every item is exactly height x width.
+  bool variable_size = false;
 
   /// Bytes per pixel element.
   std::size_t element_size() const noexcept { return nodes::element_size(pixel_type); }
@@ -84,6 +91,11 @@ struct BatchShape {
   /// Bytes of one item's mask (0 without a mask).
   std::size_t mask_item_bytes() const noexcept {
     return mask ? static_cast<std::size_t>(height) * static_cast<std::size_t>(width) * nodes::element_size(*mask) : 0;
+  }
+  /// Elements of one item's pixels in a frame of `extent` (height x width x channels).
+  std::size_t frame_elements(cv::Size extent) const noexcept {
+    return static_cast<std::size_t>(extent.height) * static_cast<std::size_t>(extent.width) *
+           static_cast<std::size_t>(channels);
   }
   /// Room for boxes per item times `values` per box (0 without boxes).
   std::size_t box_values(std::size_t values) const noexcept { return max_boxes * values; }
@@ -115,6 +127,7 @@ struct BatchBlock {
   std::size_t box_classes = 0;  ///< int32 [batch][max_boxes]
   std::size_t box_extras = 0;   ///< float [batch][max_boxes][box_extras]
   std::size_t box_counts = 0;   ///< int32 [batch]
+  std::size_t item_sizes = 0;   ///< int32 [batch][2]: height, width (variable_size only)
   std::size_t bytes = 0;  ///< the whole block, padded to the alignment
 };
 
@@ -138,6 +151,8 @@ struct BatchSlot {
   std::int32_t* box_classes = nullptr;
   float* box_extras = nullptr;
   std::int32_t* box_counts = nullptr;
+  std::int32_t* item_sizes = nullptr;  // batch_size * 2 (variable_size)
+  cv::Size extent;                     // the frame every item of the batch is laid out in
   std::vector<std::string> names;    // batch_size, host memory (names never go to a device)
   std::size_t size = 0;
   std::uint32_t epoch = 0;
@@ -182,16 +197,29 @@ class Batch {
   /// std::out_of_range when n > capacity() (or the batch is empty and n > 0).
   void set_size(std::size_t n);
 
-  /// Pixel data of the filled items, size() * shape().item_bytes() bytes.
+  /// The frame every item is laid out in: the shape's height x width, or with
+  /// BatchShape::variable_size the largest item's size (what Collate sets with set_extent()).
+  cv::Size extent() const noexcept { return slot_->extent; }
+  /// Sets the frame (variable_size batches only: throws std::logic_error otherwise, and
+  /// std::out_of_range when it exceeds the shape's height x width or is not positive). Set it before
+  /// filling items: it moves where each item starts.
+  void set_extent(cv::Size extent);
+  /// Bytes of one item's pixels in the current frame.
+  std::size_t item_bytes() const noexcept { return shape_->frame_elements(slot_->extent) * shape_->element_size(); }
+  /// Each filled item's own height and width, [size()][2] (variable_size batches; empty otherwise).
+  std::span<std::int32_t> item_sizes() noexcept { return {slot_->item_sizes, shape_->variable_size ? 2 * size() : 0}; }
+  std::span<const std::int32_t> item_sizes() const noexcept {
+    return {slot_->item_sizes, shape_->variable_size ? 2 * size() : 0};
+  }
+
+  /// Pixel data of the filled items, size() * item_bytes() bytes.
   std::span<std::byte> data() noexcept { return {slot_->data, data_size()}; }
   std::span<const std::byte> data() const noexcept { return {slot_->data, data_size()}; }
   /// Pixel data of item i (i < size()).
   std::span<std::byte> item(std::size_t i) noexcept {
-    return data().subspan(i * shape_->item_bytes(), shape_->item_bytes());
+    return data().subspan(i * item_bytes(), item_bytes());
   }
-  std::span<const std::byte> item(std::size_t i) const noexcept {
-    return data().subspan(i * shape_->item_bytes(), shape_->item_bytes());
-  }
+  std::span<const std::byte> item(std::size_t i) const noexcept { return data().subspan(i * item_bytes(), item_bytes()); }
   /// The pixel data as elements of type T (std::uint8_t, std::uint16_t, std::int16_t or float).
   /// Throws std::logic_error naming both types when the batch holds another pixel type.
   template <class T>
@@ -212,15 +240,19 @@ class Batch {
 
   /// True when the batch carries a mask per item (shape().mask).
   bool has_mask() const noexcept { return shape_->mask.has_value(); }
-  /// The masks of the filled items, size() * shape().mask_item_bytes() bytes (empty without masks).
-  std::span<std::byte> mask() noexcept { return {slot_->mask, size() * shape_->mask_item_bytes()}; }
-  std::span<const std::byte> mask() const noexcept { return {slot_->mask, size() * shape_->mask_item_bytes()}; }
+  /// Bytes of one item's mask in the current frame (0 without masks).
+  std::size_t mask_item_bytes() const noexcept {
+    return shape_->mask ? static_cast<std::size_t>(slot_->extent.area()) * nodes::element_size(*shape_->mask) : 0;
+  }
+  /// The masks of the filled items, size() * mask_item_bytes() bytes (empty without masks).
+  std::span<std::byte> mask() noexcept { return {slot_->mask, size() * mask_item_bytes()}; }
+  std::span<const std::byte> mask() const noexcept { return {slot_->mask, size() * mask_item_bytes()}; }
   /// Item i's mask (i < size()).
   std::span<std::byte> mask_item(std::size_t i) noexcept {
-    return mask().subspan(i * shape_->mask_item_bytes(), shape_->mask_item_bytes());
+    return mask().subspan(i * mask_item_bytes(), mask_item_bytes());
   }
   std::span<const std::byte> mask_item(std::size_t i) const noexcept {
-    return mask().subspan(i * shape_->mask_item_bytes(), shape_->mask_item_bytes());
+    return mask().subspan(i * mask_item_bytes(), mask_item_bytes());
   }
   /// The masks as elements of type T (std::uint8_t, std::uint16_t or std::int32_t). Throws
   /// std::logic_error when the batch has no mask or one of another type.
@@ -294,7 +326,7 @@ class Batch {
   friend class BatchPool;
   Batch(std::shared_ptr<detail::PoolState> pool, detail::BatchSlot* slot, const BatchShape* shape) noexcept
       : pool_(std::move(pool)), slot_(slot), shape_(shape) {}
-  std::size_t data_size() const noexcept { return slot_->size * shape_->item_bytes(); }
+  std::size_t data_size() const noexcept { return slot_->size * item_bytes(); }
   /// Throws std::logic_error unless `wanted` is `held` (the batch's type of `field`).
   void require_type(ElementType held, std::optional<ElementType> wanted, const char* field) const;
   void require_mask_type(std::optional<ElementType> wanted) const;
