@@ -10,6 +10,7 @@
 
 #include "stoke/graph/pipeline.hpp"
 #include "stoke/nodes/jpeg_encode.hpp"
+#include "stoke/nodes/tar_writer.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -22,6 +23,7 @@ struct Item {
   int label = -1;
   std::string name;
   bool resized = false;
+  std::vector<TarMember> members;  // PackFormat::tar: what the shard gets
 };
 
 /// The name stored in the pack: the path relative to `root` when it lies inside it, else the
@@ -76,6 +78,60 @@ void check(const Dataset& dataset, const PackOptions& options) {
   if (options.quality < 1 || options.quality > 100)
     throw std::invalid_argument("pack_dataset: quality must be in 1..100");
   if (options.threads < 0) throw std::invalid_argument("pack_dataset: threads must be 0 (one per core) or more");
+  if (options.format == PackFormat::stoke &&
+      (options.tar.shard_bytes != 0 || options.tar.shard_samples != 0 || !options.tar.write_index)) {
+    throw std::invalid_argument("pack_dataset: tar options (shard limits, write_index) need PackFormat::tar");
+  }
+}
+
+/// The stage body that reads item i for a .stoke pack.
+Item read_for_stoke(const Dataset& dataset, std::size_t i, const std::optional<Shrink>& shrink, const fs::path& root) {
+  Sample sample = dataset.read(i);
+  // A pack holds image bytes and labels: a mask or targets would be lost without a word.
+  if (!sample.mask.empty() || !sample.targets.empty()) {
+    throw std::invalid_argument(dataset.name(i) + ": carries " +
+                                (sample.mask.empty() ? std::string("targets") : std::string("a mask")) +
+                                ", which packs do not hold (image bytes and labels only); read the "
+                                "dataset where it is, or pack it as tar shards (`stoke pack --format tar`)");
+  }
+  Item item{sample.bytes, sample.label, pack_name(dataset.name(i), root), false, {}};
+  if (shrink) (*shrink)(sample, item);
+  return item;
+}
+
+/// The stage body that reads item i for tar shards: its members, ready to write.
+Item read_for_tar(const Dataset& dataset, std::size_t i, const std::optional<Shrink>& shrink) {
+  Sample sample = dataset.read(i);
+  if (shrink && !sample.mask.empty()) {
+    throw std::invalid_argument(dataset.name(i) +
+                                ": has a mask, which would no longer match a resized image; pack it without --resize");
+  }
+  Item item{sample.bytes, sample.label, {}, false, {}};
+  if (shrink) (*shrink)(sample, item);
+  if (item.resized) {
+    sample.bytes = item.bytes;
+    sample.encoding = Encoding::encoded;
+  }
+  item.members = tar_members(sample, item.resized ? "jpg" : "");
+  return item;
+}
+
+/// Files the pattern names after shard `count - 1` that exist (from an earlier, larger pack).
+std::vector<fs::path> stale_shards(const TarShardPattern& pattern, std::size_t count) {
+  std::vector<fs::path> stale;
+  if (!pattern.numbered()) return stale;
+  for (std::size_t n = count;; ++n) {
+    fs::path path;
+    try {
+      path = pattern.path(n);
+    } catch (const std::invalid_argument&) {
+      break;  // past the pattern's digits
+    }
+    std::error_code error;
+    if (!fs::exists(path, error)) break;
+    stale.push_back(std::move(path));
+  }
+  return stale;
 }
 
 /// report.skipped_items named by the dataset; a reason that starts with the path ("a.jpg: cannot
@@ -102,7 +158,18 @@ PackReport pack_dataset(const Dataset& dataset, const fs::path& out, const PackO
   std::optional<Shrink> shrink;
   if (options.resize > 0) shrink.emplace(options.resize, options.quality, options.decode);
 
-  PackWriter writer(out, dataset.classes(), static_cast<std::uint32_t>(options.resize));
+  const bool tar = options.format == PackFormat::tar;
+  std::optional<TarShardPattern> pattern;
+  std::optional<PackWriter> pack;
+  std::optional<TarWriter> shards;
+  if (tar) {
+    pattern.emplace(out.string());
+    shards.emplace(*pattern, options.tar);
+  } else {
+    pack.emplace(out, dataset.classes(), static_cast<std::uint32_t>(options.resize));
+  }
+  const auto written = [&] { return tar ? shards->samples() : pack->items(); };
+
   PackReport result;
   graph::Pipeline pipe({.max_in_flight = static_cast<std::size_t>(4 * threads) + 4,
                         .threads = threads + 1,
@@ -114,24 +181,18 @@ PackReport pack_dataset(const Dataset& dataset, const fs::path& out, const PackO
               })
       .map("read",
            [&](std::size_t i) {
-             Sample sample = dataset.read(i);
-             // A pack holds image bytes and labels: a mask or targets would be lost without a word.
-             if (!sample.mask.empty() || !sample.targets.empty()) {
-               throw std::invalid_argument(dataset.name(i) + ": carries " +
-                                           (sample.mask.empty() ? std::string("targets") : std::string("a mask")) +
-                                           ", which packs do not hold (image bytes and labels only); read the "
-                                           "dataset where it is instead of packing it");
-             }
-             Item item{sample.bytes, sample.label, pack_name(dataset.name(i), options.root), false};
-             if (shrink) (*shrink)(sample, item);
-             return item;
+             return tar ? read_for_tar(dataset, i, shrink) : read_for_stoke(dataset, i, shrink, options.root);
            },
            {.concurrency = graph::parallel(threads), .ordered = true, .on_error = options.on_error})
       .sink("write",
             [&](Item item) {
-              writer.add(item.bytes.span(), item.label, item.name);
+              if (tar) {
+                shards->add(tar_key(shards->samples(), total), item.members);
+              } else {
+                pack->add(item.bytes.span(), item.label, item.name);
+              }
               result.resized += item.resized ? 1 : 0;
-              if (progress) progress(writer.items(), total, writer.data_bytes());
+              if (progress) progress(written(), total, tar ? shards->bytes() : pack->data_bytes());
             },
             {.ordered = true});
   const graph::RunReport report = pipe.run();
@@ -139,8 +200,13 @@ PackReport pack_dataset(const Dataset& dataset, const fs::path& out, const PackO
   result.interrupted = report.stopped || report.cancelled;
   result.failed = failures(report, dataset);
   result.ignored = dataset.ignored();
-  if (!result.interrupted && writer.items() > 0) {
-    result.summary = writer.finish();
+  if (!result.interrupted && written() > 0) {
+    if (tar) {
+      result.shards = shards->finish();
+      result.stale_shards = stale_shards(*pattern, result.shards.size());
+    } else {
+      result.summary = pack->finish();
+    }
     result.written = true;
   }  // else the writer's destructor removes what it wrote
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();

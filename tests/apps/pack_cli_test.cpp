@@ -1,5 +1,6 @@
-// `stoke pack`, run as a program: packs generated folders and lists, and the packs read back equal
-// to the originals. STOKE_CLI is the path of the built `stoke` executable.
+// `stoke pack`, run as a program: packs generated folders and lists, as .stoke packs and as tar
+// shards, and the packs read back equal to the originals; bad option values are usage errors.
+// STOKE_CLI is the path of the built `stoke` executable.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include "stoke/nodes/file_list.hpp"
 #include "stoke/nodes/image_folder.hpp"
 #include "stoke/nodes/packed.hpp"
+#include "stoke/nodes/tar_shards.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -159,6 +161,97 @@ TEST(PackCommand, UsageErrorsExitWithTwo) {
   const Result help = run_pack(dir, {"--help"});
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--resize"));
+}
+
+TEST(PackCommand, FormatTarWritesShardsCutBySizeThatReadBackEqualWithTheirIndexes) {
+  TempDir dir;
+  make_folder(dir / "images");
+  fs::create_directories(dir / "shards");
+  const Result result =
+      run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "shards/train-%06d.tar").string(), "--format",
+                     "tar", "--shard-bytes", "6K", "--json"});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("tar shards (15 items"));
+  EXPECT_THAT(result.out, HasSubstr((dir / "shards/train-000000.tar").string() + " .. "));
+  EXPECT_THAT(result.out, HasSubstr("each with its index"));
+  EXPECT_THAT(result.out, HasSubstr("classes: 3 (labels are class numbers; names are not stored: 0 circle, 1 square"));
+  EXPECT_THAT(result.out, HasSubstr("notes.txt: not an image (.txt)"));
+  EXPECT_THAT(result.out, HasSubstr("\"format\":\"tar\""));
+  EXPECT_THAT(result.out, HasSubstr("\"items\":15,"));
+  EXPECT_THAT(result.err, HasSubstr("15/15 items"));
+
+  const ImageFolder folder(dir / "images");
+  const TarShards shards(dir / "shards");
+  ASSERT_GT(shards.shards().size(), 2u);
+  for (const TarShardInfo& info : shards.shards()) {
+    EXPECT_LE(info.bytes, 6u * 1024) << info.path;
+    EXPECT_EQ(info.source, TarIndexSource::loaded) << info.path << ": indexed by the pack";
+  }
+  ASSERT_EQ(shards.size(), folder.size());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    EXPECT_EQ(test::to_vector(shards.read(i).bytes), test::to_vector(folder.read(i).bytes)) << i;
+    EXPECT_EQ(shards.label(i), folder.label(i)) << i;
+  }
+
+  // Packed again with fewer shards: the earlier pack's last shards are named.
+  const Result again = run_pack(dir, {"--data", (dir / "images").string(), "--out",
+                                      (dir / "shards/train-%06d.tar").string(), "--format", "tar", "--no-index"});
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("wrote 1 tar shard (15 items"));
+  EXPECT_THAT(again.out, ::testing::Not(HasSubstr("each with its index")));
+  EXPECT_THAT(again.out, HasSubstr("warning: " + (dir / "shards/train-000001.tar").string() + " and "));
+}
+
+TEST(PackCommand, FormatTarKeepsMasksAndTargetsOfAList) {
+  TempDir dir;
+  test::write_bytes(dir / "files/a.png", test::distinct_bytes(1));
+  test::write_bytes(dir / "files/a-mask.png", test::distinct_bytes(2, 20));
+  test::write_bytes(dir / "files/b.jpg", test::small_jpeg(3));
+  test::write_text(dir / "list.csv", "path,label,mask,age\na.png,1,a-mask.png,63\nb.jpg,0,,0.5\n");
+  const Result result = run_pack(dir, {"--list", (dir / "list.csv").string(), "--data", (dir / "files").string(),
+                                       "--out", (dir / "seg.tar").string(), "--format", "tar"});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const FileList list(dir / "list.csv", dir / "files");
+  const TarShards shards(dir / "seg.tar");
+  ASSERT_EQ(shards.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(test::to_vector(shards.read(i).bytes), test::to_vector(list.read(i).bytes)) << i;
+    EXPECT_EQ(test::to_vector(shards.read(i).mask), test::to_vector(list.read(i).mask)) << i;
+    EXPECT_EQ(shards.read(i).targets, list.read(i).targets) << i;
+    EXPECT_EQ(shards.label(i), list.label(i)) << i;
+  }
+}
+
+TEST(PackCommand, BadTarOptionValuesExitWithTwoAndSayWhy) {
+  TempDir dir;
+  const std::string data = dir.path().string();
+  const auto usage = [&](std::vector<std::string> args, const std::string& message) {
+    args.insert(args.begin(), {"--data", data});
+    for (std::size_t a = 0; a + 1 < args.size(); ++a) {
+      if (args[a] == "--out") args[a + 1] = (dir / args[a + 1]).string();
+    }
+    const Result result = run_pack(dir, args);
+    EXPECT_EQ(result.exit_code, 2) << testing::PrintToString(args) << result.err;
+    EXPECT_THAT(result.err, HasSubstr(message)) << testing::PrintToString(args);
+  };
+  usage({"--out", "x.stoke", "--format", "zip"}, "--format must be stoke or tar (got 'zip')");
+  usage({"--out", "x-%06d.tar", "--format", "tar", "--shard-bytes", "1X"}, "--shard-bytes must be a size such as 500M");
+  usage({"--out", "x-%06d.tar", "--format", "tar", "--shard-bytes", "-5"}, "--shard-bytes must be a size");
+  usage({"--out", "x-%06d.tar", "--format", "tar", "--shard-items", "-1"}, "--shard-items must be 0");
+  usage({"--out", "x.stoke", "--shard-bytes", "1G"}, "--shard-bytes needs --format tar");
+  usage({"--out", "x.stoke", "--no-index"}, "--no-index needs --format tar");
+  usage({"--out", "x.tar"}, "names a tar file, but the format is stoke: add --format tar");
+  usage({"--out", "x-%d.tar", "--format", "tar"}, "must be zero-padded (e.g. %06d)");
+  usage({"--out", "x-%06d", "--format", "tar"}, "must end in .tar");
+  usage({"--out", "x.tar", "--format", "tar", "--shard-bytes", "1G"}, "need a numbered --out");
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    const std::string name = entry.path().filename().string();
+    if (name != "stdout.txt" && name != "stderr.txt") ADD_FAILURE() << "left behind: " << entry.path();
+  }
+
+  const Result help = run_pack(dir, {"--help"});
+  EXPECT_THAT(help.out, HasSubstr("--shard-bytes"));
+  EXPECT_THAT(help.out, HasSubstr("--format tar --shard-bytes 1G"));
 }
 
 }  // namespace
