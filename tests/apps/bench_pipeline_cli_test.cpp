@@ -162,7 +162,7 @@ TEST(BenchPipelineCommand, NewSourcesAndColourModesShowInTheBatchShape) {
   EXPECT_EQ(shape_line({"--data", (scratch / "grey").string(), "--color", "keep"}), "batches of 2 x 16x16x1 nhwc u8");
   EXPECT_EQ(shape_line({"--data", (scratch / "grey").string()}), "batches of 2 x 16x16x3 nhwc u8");
 
-  const Result format = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--format", "tar"});
+  const Result format = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--format", "zip"});
   EXPECT_EQ(format.exit_code, 2);
   EXPECT_THAT(format.err, HasSubstr("segmentation"));
   const Result color = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--color", "grey"});
