@@ -12,6 +12,8 @@
 #include <stoke/nodes/jpeg_encode.hpp>
 #include <stoke/nodes/packed.hpp>
 #include <stoke/nodes/segmentation_folder.hpp>
+#include <stoke/nodes/tar_shards.hpp>
+#include <stoke/nodes/tar_writer.hpp>
 #include <string>
 
 #include "dataset_test_support.hpp"
@@ -96,6 +98,28 @@ TEST(OpenDataset, ASegmentationFolderIsRecognisedOrAskedFor) {
   // Another folder beside images/ and masks/: class folders that happen to be called so.
   write_bytes(pairs / "other" / "0.jpg", small_jpeg(5));
   EXPECT_TRUE(is<nodes::ImageFolder>(open_dataset(pairs)));
+}
+
+TEST(OpenDataset, TarShardsAreRecognisedOrAskedFor) {
+  const TempDir dir;
+  const fs::path folder = photo_folder(dir, "photos", 2);
+  const auto source = open_dataset(folder);
+  fs::create_directories(dir / "shards");
+  nodes::TarWriter writer(nodes::TarShardPattern((dir / "shards" / "train-%06d.tar").string()), {.shard_samples = 2});
+  for (std::size_t i = 0; i < source->size(); ++i)
+    writer.add(nodes::tar_key(i, source->size()), nodes::tar_members(source->read(i)));
+  writer.finish();
+  for (const fs::path& data : {dir / "shards" / "train-000000.tar", dir / "shards"}) {
+    const auto shards = open_dataset(data);
+    EXPECT_TRUE(is<nodes::TarShards>(shards)) << data;
+  }
+  const auto all = open_dataset(dir / "shards", "tar");
+  ASSERT_TRUE(is<nodes::TarShards>(all));
+  ASSERT_EQ(all->size(), source->size());
+  for (std::size_t i = 0; i < all->size(); ++i) {
+    EXPECT_EQ(all->read(i).label, source->read(i).label);
+    EXPECT_EQ(nodes::test::to_vector(all->read(i).bytes), nodes::test::to_vector(source->read(i).bytes));
+  }
 }
 
 TEST(BatchShape, ComesFromTheDataWhenItIsNotPlainRgb) {
