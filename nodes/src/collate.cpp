@@ -79,8 +79,10 @@ BatchShape shape_of(const Image& image, std::size_t batch_size) {
 }
 
 void check_fits(const Image& image, const BatchShape& shape) {
-  const std::string who = "collate: " + item_name(image);
-  const auto fail = [&](const std::string& why) { throw std::invalid_argument(who + " " + why); };
+  // The item's name is put together only for a message: check_fits runs on every item.
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("collate: " + item_name(image) + " " + why);
+  };
   const PixelLayout wanted = pixel_layout(shape.layout);
   if (image.layout != wanted) {
     fail("has layout " + std::string(to_string(image.layout)) + " but the batch holds " +

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "dataset_support.hpp"
+#include "file_format.hpp"
 #include "mapped_file.hpp"
 
 namespace stoke::nodes {
@@ -31,42 +32,15 @@ constexpr std::size_t item_record_size = 32;
 constexpr std::size_t class_record_size = 16;
 constexpr std::size_t checksum_at = 56;
 
-// ---- little-endian fields, byte by byte so that the format does not depend on the host ----
-
-void put_u32(std::byte* at, std::uint32_t value) {
-  for (int b = 0; b < 4; ++b) at[b] = static_cast<std::byte>(value >> (8 * b));
-}
-void put_u64(std::byte* at, std::uint64_t value) {
-  for (int b = 0; b < 8; ++b) at[b] = static_cast<std::byte>(value >> (8 * b));
-}
-std::uint32_t get_u32(const std::byte* at) {
-  std::uint32_t value = 0;
-  for (int b = 0; b < 4; ++b) value |= std::uint32_t{std::to_integer<std::uint8_t>(at[b])} << (8 * b);
-  return value;
-}
-std::uint64_t get_u64(const std::byte* at) {
-  std::uint64_t value = 0;
-  for (int b = 0; b < 8; ++b) value |= std::uint64_t{std::to_integer<std::uint8_t>(at[b])} << (8 * b);
-  return value;
-}
-void append_u32(std::vector<std::byte>& out, std::uint32_t value) {
-  out.resize(out.size() + 4);
-  put_u32(out.data() + out.size() - 4, value);
-}
-void append_u64(std::vector<std::byte>& out, std::uint64_t value) {
-  out.resize(out.size() + 8);
-  put_u64(out.data() + out.size() - 8, value);
-}
+using detail::append_u32;
+using detail::append_u64;
+using detail::get_u32;
+using detail::get_u64;
+using detail::put_u32;
+using detail::put_u64;
 
 /// FNV-1a 64 of `bytes`, with [skip, skip + 8) taken as zero (where the checksum itself lives).
-std::uint64_t checksum(std::span<const std::byte> bytes, std::size_t skip) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto mix = [&hash](unsigned byte) { hash = (hash ^ byte) * 0x100000001b3ULL; };
-  for (std::size_t i = 0; i < skip; ++i) mix(std::to_integer<unsigned>(bytes[i]));
-  for (std::size_t i = 0; i < 8; ++i) mix(0);
-  for (std::size_t i = skip + 8; i < bytes.size(); ++i) mix(std::to_integer<unsigned>(bytes[i]));
-  return hash;
-}
+std::uint64_t checksum(std::span<const std::byte> bytes, std::size_t skip) { return detail::fnv1a(bytes, skip); }
 
 bool magic_is(const std::byte* at, const std::array<char, 8>& magic) {
   return std::memcmp(at, magic.data(), magic.size()) == 0;
@@ -221,16 +195,8 @@ Sample PackedDataset::read(std::size_t i) const {
 class PackWriter::File {
  public:
   explicit File(fs::path destination) : destination_(std::move(destination)) {
-    std::random_device device;
-    for (int attempt = 0;; ++attempt) {
-      char suffix[40];
-      std::snprintf(suffix, sizeof suffix, ".tmp-%ld-%08x", static_cast<long>(::getpid()), device());
-      temp_ = destination_;
-      temp_ += suffix;
-      fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd_ >= 0) break;
-      if (errno != EEXIST || attempt == 100) fail("cannot create");
-    }
+    fd_ = detail::create_temp_beside(destination_, temp_);
+    if (fd_ < 0) fail("cannot create");
     buffer_.reserve(buffer_size);
   }
   ~File() {

@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "dataset_support.hpp"
+#include "file_format.hpp"
 #include "image_files.hpp"
 #include "mapped_file.hpp"
 
@@ -72,34 +73,11 @@ constexpr std::int32_t bad_label = -2;
 constexpr std::uint32_t no_field = 0xffffffffU;
 constexpr int max_label = 999999;
 
-// ---- little-endian fields, byte by byte so that the format does not depend on the host ----
-
-void put_u32(std::byte* at, std::uint32_t value) {
-  for (int b = 0; b < 4; ++b) at[b] = static_cast<std::byte>(value >> (8 * b));
-}
-void put_u64(std::byte* at, std::uint64_t value) {
-  for (int b = 0; b < 8; ++b) at[b] = static_cast<std::byte>(value >> (8 * b));
-}
-std::uint32_t get_u32(const std::byte* at) {
-  std::uint32_t value = 0;
-  for (int b = 0; b < 4; ++b) value |= std::uint32_t{std::to_integer<std::uint8_t>(at[b])} << (8 * b);
-  return value;
-}
-std::uint64_t get_u64(const std::byte* at) {
-  std::uint64_t value = 0;
-  for (int b = 0; b < 8; ++b) value |= std::uint64_t{std::to_integer<std::uint8_t>(at[b])} << (8 * b);
-  return value;
-}
-
-/// FNV-1a 64 of `bytes`, with [skip, skip + 8) taken as zero (where a checksum itself lives).
-std::uint64_t fnv1a(std::span<const std::byte> bytes, std::size_t skip = std::size_t(-1)) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const unsigned byte = (i >= skip && i < skip + 8) ? 0U : std::to_integer<unsigned>(bytes[i]);
-    hash = (hash ^ byte) * 0x100000001b3ULL;
-  }
-  return hash;
-}
+using detail::fnv1a;
+using detail::get_u32;
+using detail::get_u64;
+using detail::put_u32;
+using detail::put_u64;
 
 std::string str(const fs::path& path) { return path.string(); }
 

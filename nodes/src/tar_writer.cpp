@@ -18,6 +18,7 @@
 #include <system_error>
 #include <utility>
 
+#include "file_format.hpp"
 #include "image_files.hpp"
 #include "stoke/nodes/decode.hpp"
 #include "stoke/nodes/image_folder.hpp"
@@ -236,16 +237,8 @@ class TarWriter::Shard {
  public:
   Shard(fs::path destination, std::int64_t mtime, std::size_t first)
       : destination_(std::move(destination)), mtime_(mtime), first_(first) {
-    std::random_device device;
-    for (int attempt = 0;; ++attempt) {
-      char suffix[40];
-      std::snprintf(suffix, sizeof suffix, ".tmp-%ld-%08x", static_cast<long>(::getpid()), device());
-      temp_ = destination_;
-      temp_ += suffix;
-      fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd_ >= 0) break;
-      if (errno != EEXIST || attempt == 100) fail("cannot create", std::strerror(errno));
-    }
+    fd_ = detail::create_temp_beside(destination_, temp_);
+    if (fd_ < 0) fail("cannot create", std::strerror(errno));
     try {
       archive_.reset(archive_write_new());
       if (!archive_) throw std::bad_alloc();
