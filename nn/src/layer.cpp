@@ -33,10 +33,15 @@ Tensor Layer::backward(const Tensor& dy, Context& ctx) {
                                 ctx.backend.device().str());
   }
   forward_kept_ = false;
-  if (ctx.profile == nullptr) return backward_impl(dy, ctx);
-  ctx.profile->begin(LayerProfile::kind_of(describe()), LayerProfile::Pass::backward, ctx.backend.stream());
-  Tensor dx = backward_impl(dy, ctx);
-  ctx.profile->end(ctx.backend.stream());
+  Tensor dx;
+  if (ctx.profile == nullptr) {
+    dx = backward_impl(dy, ctx);
+  } else {
+    ctx.profile->begin(LayerProfile::kind_of(describe()), LayerProfile::Pass::backward, ctx.backend.stream());
+    dx = backward_impl(dy, ctx);
+    ctx.profile->end(ctx.backend.stream());
+  }
+  if (ctx.gradient_sync != nullptr) ctx.gradient_sync->ready(*this);
   return dx;
 }
 

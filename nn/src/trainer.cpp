@@ -78,22 +78,38 @@ Tensor Trainer::prepare(const Tensor& images) {
   return cast;
 }
 
-LossResult Trainer::train_batch(const Tensor& images, const Tensor& labels) {
+LossResult Trainer::train_batch(const Tensor& images, const Tensor& labels) { return train(images, labels, 1); }
+
+LossResult Trainer::stand_in_batch(const Tensor& images, const Tensor& labels) { return train(images, labels, 0); }
+
+LossResult Trainer::train(const Tensor& images, const Tensor& labels, float weight) {
   const Tensor x = prepare(images);
+  // The last batch of an accumulation group sums the group's gradients over the replicas.
+  const bool sync = options_.gradient_sync != nullptr && accumulated_ + 1 == options_.accumulation;
   Context ctx{.backend = backend_,
               .mode = Mode::train,
               .seed = options_.seed,
               .step = static_cast<std::uint64_t>(step_ * options_.accumulation + accumulated_),
-              .profile = profile_};
+              .profile = profile_,
+              .gradient_sync = sync ? options_.gradient_sync : nullptr,
+              .batch_norm_sync = options_.batch_norm_sync};
   const Tensor logits = model_.forward(x, ctx);
   LossResult result;
-  const auto loss = [&] { result = loss_->forward(logits, labels, ctx, loss_scale_); };
+  const auto loss = [&] { result = loss_->forward(logits, labels, ctx, loss_scale_ * weight); };
   if (profile_ != nullptr) {
     profile_->time("loss", backend_.stream(), loss);
   } else {
     loss();
   }
+  if (sync) options_.gradient_sync->begin();
   model_.backward(result.dlogits, ctx);
+  if (sync) {
+    if (profile_ != nullptr) {
+      profile_->time("gradient sync", backend_.stream(), [&] { options_.gradient_sync->finish(); });
+    } else {
+      options_.gradient_sync->finish();
+    }
+  }
   model_.release_activations();
   result.dlogits = {};
   if (++accumulated_ == options_.accumulation) {
@@ -129,9 +145,10 @@ void Trainer::finish_step() {
       return;
     }
   }
-  // The gradients hold the sum of `accumulation` batch means, times the loss scale: step with
-  // their unscaled mean.
-  optimizer_->step(lr, 1.0f / (static_cast<float>(options_.accumulation) * loss_scale_));
+  // The gradients hold the sum of `accumulation` batch means (of every replica's), times the loss
+  // scale: step with their unscaled mean.
+  const float replicas = options_.gradient_sync != nullptr ? static_cast<float>(options_.gradient_sync->replicas()) : 1;
+  optimizer_->step(lr, 1.0f / (static_cast<float>(options_.accumulation) * replicas * loss_scale_));
   if (options_.compute == DType::f16 && ++good_steps_ == options_.loss_scale.growth_interval) {
     loss_scale_ *= options_.loss_scale.growth;
     good_steps_ = 0;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "stoke/nn/backend.hpp"
+#include "stoke/nn/replicas.hpp"
 #include "stoke/nn/tensor.hpp"
 
 namespace stoke::nn {
@@ -46,6 +47,12 @@ struct Context {
   std::uint64_t step = 0;
   /// When set, every layer's forward and backward is timed into it (layer_profile.hpp).
   LayerProfile* profile = nullptr;
+  /// When set, told after each layer's backward that its parameter gradients are final
+  /// (replicas.hpp: data-parallel training sums them over the replicas meanwhile).
+  GradientSync* gradient_sync = nullptr;
+  /// When set in Mode::train, batch norm normalises with statistics summed over the replicas
+  /// (sync batch norm) instead of this replica's batch alone.
+  ReplicaSum* batch_norm_sync = nullptr;
 };
 
 /// A learnable tensor: f32 master values and their gradient (allocated by the first backward,

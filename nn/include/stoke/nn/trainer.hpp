@@ -35,6 +35,7 @@
 #include "stoke/nn/loss.hpp"
 #include "stoke/nn/lr_schedule.hpp"
 #include "stoke/nn/optimizer.hpp"
+#include "stoke/nn/replicas.hpp"
 
 namespace stoke::nn {
 
@@ -67,6 +68,13 @@ struct TrainerOptions {
   /// The loss, whose targets train_batch() takes (stateless: it may be shared); null: a
   /// SoftmaxCrossEntropy with `label_smoothing` above.
   std::shared_ptr<const Loss> loss{};
+  /// Data-parallel training (replicas.hpp, stoke::dist): sums the gradients of each step's last
+  /// batch over the replicas while its backward runs (not on the accumulation micro-steps before
+  /// it: their gradients are summed locally first), and the step uses the mean over all the
+  /// replicas' batches. Null: this replica alone. Must outlive the trainer.
+  GradientSync* gradient_sync = nullptr;
+  /// Sync batch norm: batch statistics over all the replicas' batches. Null: each replica's own.
+  ReplicaSum* batch_norm_sync = nullptr;
 };
 
 class Trainer {
@@ -82,6 +90,12 @@ class Trainer {
   /// std::invalid_argument when the backend cannot compute in that dtype and the images' layout.
   /// The returned stats are on the device (read() them when needed: reading waits for the GPU).
   LossResult train_batch(const Tensor& images, const Tensor& labels);
+  /// A data-parallel replica whose share of an epoch ran short (files skipped) takes part in the
+  /// others' step without a batch of its own: `images` and `labels` of a batch's shape (zeros do)
+  /// go through forward and backward with the loss's gradient multiplied by 0, so the step's
+  /// collectives all happen and the gradients this replica adds are zero (PyTorch's Join does the
+  /// same); the step then moves every replica's model alike.
+  LossResult stand_in_batch(const Tensor& images, const Tensor& labels);
   /// The loss and correct count of one batch in Mode::eval (nothing kept, no gradients). With
   /// `logits`, also the model's output {N, classes} (on the device, in the compute dtype), for
   /// top-k accuracy or predictions.
@@ -117,6 +131,7 @@ class Trainer {
   /// this model. A partially accumulated batch group is dropped.
   void load(const std::filesystem::path& path);
 
+  const TrainerOptions& options() const noexcept { return options_; }
   Layer& model() noexcept { return model_; }
   Backend& backend() noexcept { return backend_; }
   Optimizer& optimizer() noexcept { return *optimizer_; }
@@ -125,6 +140,8 @@ class Trainer {
  private:
   /// `images` in the compute dtype, checked against what the backend supports.
   Tensor prepare(const Tensor& images);
+  /// train_batch with the loss's gradient multiplied by `weight` (1, or 0 for a stand-in batch).
+  LossResult train(const Tensor& images, const Tensor& labels, float weight);
   /// The optimizer step after `accumulation` batches; with f16, the overflow check and the scale.
   void finish_step();
 
