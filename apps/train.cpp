@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <stoke/dist/communicator.hpp>
+#include <stoke/dist/gradient_sync.hpp>
+#include <stoke/dist/replicas.hpp>
 #include <stoke/gpu/nvml_monitor.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/models.hpp>
@@ -55,6 +58,11 @@ struct TrainConfig {
   std::string report;  // an HTML page of the run
   std::string config;  // a file of these options
   bool json = false;
+  // data-parallel (under mpirun or srun)
+  bool sync_bn = false;
+  std::string shard_remainder = "drop";
+  double dist_timeout = 300;
+  double bucket_mb = 25;
 };
 
 constexpr const char* summary =
@@ -72,7 +80,14 @@ constexpr const char* summary =
     "  stoke train                                    # the quickstart's job\n"
     "  stoke train --data imagenet/train --val imagenet/val --model resnet50 --size 224 \\\n"
     "              --batch 256 --lr 0.1 --epochs 90 --precision bf16 --checkpoint runs/r50\n"
-    "  stoke train --config runs/r50.conf             # the same, options in a file";
+    "  stoke train --config runs/r50.conf             # the same, options in a file\n\n"
+    "Data-parallel: under a launcher every process is a rank of one run -- each trains on its\n"
+    "share of every epoch (the same number of steps each), the gradients are averaged over the\n"
+    "ranks while backward runs (MPI on CPU ranks, NCCL on GPUs, one GPU per local rank), rank 0\n"
+    "prints and writes the checkpoints, and a rank that fails or stops answering ends the job.\n"
+    "--batch is per rank: 2 ranks x --batch 32 step like 1 process with --batch 64.\n\n"
+    "  mpirun -np 2 stoke train --device cpu          # 2 CPU ranks on this machine\n"
+    "  mpirun -np 8 --hostfile hosts stoke train --data imagenet/train --batch 128 --sync-bn";
 
 void add_options(CommandOptions& cli, TrainConfig& c) {
   const std::string models = "the model: " + nn::model_names();
@@ -118,7 +133,16 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "busy/starved/blocked, the scheduler's moves, loss and accuracy per epoch, skipped files;\n"
       "rewritten after every epoch")("config", po::value(&c.config),
                                      "read options from this file too: 'key = value' lines (the command line wins)")(
-      "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout");
+      "json", po::bool_switch(&c.json), "one JSON object per epoch and a final one on stdout")(
+      "sync-bn", po::bool_switch(&c.sync_bn),
+      "data-parallel: batch norm statistics over every rank's batch (default: each rank's own)")(
+      "shard-remainder", value(&c.shard_remainder),
+      "data-parallel: items left over when the ranks do not divide the training set: drop (for the epoch) or "
+      "pad (repeat the first ones)")(
+      "dist-timeout", value(&c.dist_timeout),
+      "data-parallel: seconds a rank waits for the others at a collective before the job fails, naming the "
+      "ranks that did not come")(
+      "bucket-mb", value(&c.bucket_mb), "data-parallel: MiB of gradients per all-reduce bucket");
   cli.config_file_option("config");
 }
 
@@ -138,10 +162,12 @@ std::string check(TrainConfig& c) {
   for (std::string mistake :
        {choice_error("format", c.format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"}),
         choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("autotune", c.autotune, {"on", "off"}),
-        choice_error("color", c.color, {"rgb", "keep"})}) {
+        choice_error("color", c.color, {"rgb", "keep"}),
+        choice_error("shard-remainder", c.shard_remainder, {"drop", "pad"})}) {
     if (!mistake.empty()) return mistake;
   }
   if (c.data.empty() && c.format != "auto") return "--format needs --data";
+  if (!(c.dist_timeout > 0) || !(c.bucket_mb > 0)) return "--dist-timeout and --bucket-mb must be positive";
   for (std::size_t i = 0; i + 1 < r.transforms.size(); ++i) {
     if (r.transforms[i].rfind("normalize", 0) == 0) {
       return "normalize must be the last --transform (the compute stage runs it on the device, after the "
@@ -166,6 +192,19 @@ void print_epoch(const EpochSummary& s, const char* busy_name) {
   std::fflush(stdout);
 }
 
+// Data-parallel: each rank's throughput and the all-reduce this rank (0) measured.
+void print_ranks(const EpochSummary& s) {
+  std::string rates;
+  for (std::size_t r = 0; r < s.rank_images_per_sec.size(); ++r) {
+    rates += (r == 0 ? "" : ", ") + std::to_string(static_cast<long long>(s.rank_images_per_sec[r]));
+  }
+  const double hidden =
+      s.allreduce_seconds > 0 ? std::max(0.0, 1.0 - s.allreduce_exposed_seconds / s.allreduce_seconds) : 0;
+  std::printf("  ranks: %s images/s; all-reduce %.2f s, %.0f%% hidden under backward (%.2f s waited)\n",
+              rates.c_str(), s.allreduce_seconds, 100 * hidden, s.allreduce_exposed_seconds);
+  std::fflush(stdout);
+}
+
 void print_skips(const FitResult& r) {
   if (r.skipped == 0) return;
   std::fprintf(stderr, "stoke train: %llu image%s skipped (unreadable or corrupt)%s\n",
@@ -178,23 +217,31 @@ void print_skips(const FitResult& r) {
 
 }  // namespace
 
-int train(int argc, char** argv) {
-  TrainConfig c;
-  CommandOptions cli("train", summary);
-  add_options(cli, c);
-  po::variables_map values;
-  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
-  if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
+// The run, once the options are parsed, as rank comm.rank() of comm.world() (1: alone).
+int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) {
   const Recipe& recipe = c.recipe;
+  const bool alone = comm.world() == 1;
+  // Rank 0 speaks for the run; the others print only what goes wrong.
+  if (comm.rank() != 0) c.json = false;
+  const bool quiet = c.json || comm.rank() != 0;
   for (const std::string& plugin : c.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
 
-  const fs::path builtin = c.data.empty() ? builtin_dataset_with_progress(c.json) : fs::path();
+  // The built-in dataset is written once (and cached), by rank 0 before the others open it.
+  fs::path builtin;
+  if (c.data.empty() && comm.rank() == 0) builtin = builtin_dataset_with_progress(c.json);
+  comm.barrier();
+  if (c.data.empty() && comm.rank() != 0) builtin = builtin_dataset_with_progress(true);
   const fs::path train_path = c.data.empty() ? builtin / "train" : fs::path(c.data);
   const fs::path val_path = c.data.empty() && c.val.empty() ? builtin / "val" : fs::path(c.val);
   const TrainingData data = open_training_data(train_path, val_path, c.format, static_cast<std::size_t>(recipe.batch));
   const auto classes = static_cast<int>(data.train->classes().size());
 
-  const ComputeContext machine = make_compute(c.device, c.json ? nullptr : &std::cerr);
+  // One GPU per local rank: "cuda" (or "auto" on a machine with GPUs) becomes cuda:<local rank>.
+  std::string device = c.device;
+  if (!alone && (device == "cuda" || (device == "auto" && gpu::cuda_device_count() > 0))) {
+    device = "cuda:" + std::to_string(comm.local_rank() % std::max(1, gpu::cuda_device_count()));
+  }
+  const ComputeContext machine = make_compute(device, quiet ? nullptr : &std::cerr);
   nn::Backend& backend = *machine.backend;
   if (c.deterministic && !machine.device.is_cpu()) {
     return cli.usage_error(
@@ -217,28 +264,54 @@ int train(int argc, char** argv) {
                              "regression loop on the library (see examples/segmentation)");
   }
   const auto model = make_model(recipe, classes, backend, shape.channels);
-  nn::Trainer trainer(*model, backend, trainer_options(recipe, data.train->size()));
+  // Data-parallel: the gradients summed over the ranks in buckets during backward, and batch norm
+  // over every rank's batch with --sync-bn; each on a communicator of its own.
+  std::unique_ptr<dist::GradientSync> gradient_sync;
+  std::unique_ptr<dist::CommunicatorSum> batch_norm_sync;
+  nn::TrainerOptions trainer_settings = trainer_options(recipe, data.train->size() / comm.world());
+  if (!alone) {
+    if (!machine.device.is_cpu()) {
+      throw std::runtime_error("data-parallel training on GPUs needs NCCL, which this stoke train does not use yet; "
+                               "run the ranks with --device cpu");
+    }
+    gradient_sync = std::make_unique<dist::GradientSync>(
+        *model, backend, dist::host_transport(comm.split()),
+        dist::GradientSyncOptions{.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024)});
+    trainer_settings.gradient_sync = gradient_sync.get();
+    if (c.sync_bn) {
+      batch_norm_sync = std::make_unique<dist::CommunicatorSum>(comm.split());
+      trainer_settings.batch_norm_sync = batch_norm_sync.get();
+    }
+  }
+  nn::Trainer trainer(*model, backend, trainer_settings);
   if (!c.resume.empty()) {
     trainer.load(c.resume);
     const std::size_t position = resume_position(trainer, c.resume);
-    if (!c.json) {
+    if (!quiet) {
       std::fprintf(stderr, "stoke train: resumed from %s at epoch %lld, step %lld%s\n", c.resume.c_str(),
                    static_cast<long long>(trainer.epoch() + 1), static_cast<long long>(trainer.step()),
                    position > 0 ? (", image " + std::to_string(position) + " of the epoch").c_str() : "");
     }
   }
-  if (!c.checkpoint.empty()) fs::create_directories(c.checkpoint);
+  if (!c.checkpoint.empty() && comm.rank() == 0) fs::create_directories(c.checkpoint);
   if (const fs::path folder = fs::path(c.report).parent_path(); !folder.empty()) fs::create_directories(folder);
   const std::string parameters = std::to_string(nn::parameter_count(*model));
   const int size = recipe.image_size();
-  if (!c.json) {
+  if (!quiet) {
     std::fprintf(stderr, "stoke train: %s (%s parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
                  recipe.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(), data.train->size(),
                  data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size,
                  recipe.batch);
+    if (!alone) {
+      std::fprintf(stderr, "stoke train: %d ranks (%s): %d images per step, %zu gradient buckets%s\n", comm.world(),
+                   comm.describe().c_str(), recipe.batch * comm.world(), gradient_sync->buckets(),
+                   c.sync_bn ? ", batch norm synced" : "");
+    }
   }
   FitOptions options = fit_options(recipe, data.train->classes(), shape.channels);
   options.trace_file = c.trace;
+  options.communicator = &comm;
+  options.shard_remainder = c.shard_remainder == "pad" ? nodes::ShardRemainder::pad : nodes::ShardRemainder::drop;
 
   // ---- what the run shows: a progress line, a JSON or text line per epoch, the HTML report
   const auto gpu_busy = [&]() -> std::optional<double> {  // NVML's utilization (nothing on the CPU device)
@@ -246,7 +319,7 @@ int train(int argc, char** argv) {
     return std::nullopt;
   };
   const char* busy_name = machine.device.is_cpu() ? "CPU compute" : "GPU";
-  ProgressLine progress_line(!c.json);
+  ProgressLine progress_line(!quiet);
   FitCallbacks callbacks;
   callbacks.on_progress = [&](const FitProgress& p) {
     if (p.phase != Phase::train) return;
@@ -262,16 +335,18 @@ int train(int argc, char** argv) {
     if (phase == Phase::train) progress_line.clear();
   };
   callbacks.on_epoch = [&](const EpochSummary& s) {
+    if (comm.rank() != 0) return true;
     if (c.json) {
       print_json(to_json(s));
     } else {
       print_epoch(s, busy_name);
+      if (!alone) print_ranks(s);
     }
     return true;
   };
   if (!c.checkpoint.empty()) callbacks.checkpoint = checkpoint_every_epoch(c.checkpoint);
   RunRecorder recorder;
-  if (!c.report.empty()) {
+  if (!c.report.empty() && comm.rank() == 0) {
     std::vector<std::pair<std::string, std::string>> settings = {
         {"data", data.train_path.string()},
         {"validation", data.val ? data.val_path.string() : "none"},
@@ -285,6 +360,7 @@ int train(int argc, char** argv) {
 
   const graph::SignalStop signals(2);  // Ctrl-C: the step finishes, a checkpoint is written; again: exit now
   const FitResult result = fit(trainer, data.train, data.val, options, callbacks);
+  if (comm.rank() != 0) return result.interrupted ? 130 : 0;
   if (c.json) print_json(to_json(result));
   print_skips(result);
   if (result.interrupted) {
@@ -294,6 +370,27 @@ int train(int argc, char** argv) {
     return 130;
   }
   return 0;
+}
+
+int train(int argc, char** argv) {
+  TrainConfig c;
+  CommandOptions cli("train", summary);
+  add_options(cli, c);
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
+  const std::unique_ptr<dist::Communicator> comm = dist::connect(
+      {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000))});
+  if (comm->world() == 1) return run_training(c, cli, *comm);
+  // A rank that fails ends the whole job, naming itself: the others would otherwise wait at their
+  // next collective until the timeout.
+  try {
+    return run_training(c, cli, *comm);
+  } catch (const std::exception& error) {
+    comm->abort("stoke train: rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->world()) +
+                ": " + error.what());
+  }
+  return 1;  // not reached: abort() ends the process
 }
 
 }  // namespace stoke::app

@@ -25,6 +25,8 @@ packages=(
   libopenblas-dev
   nlohmann-json3-dev
   libdcmtk-dev
+  libopenmpi-dev
+  openmpi-bin
 )
 
 for option in "$@"; do

@@ -25,13 +25,27 @@ EpochOrder::EpochOrder(std::size_t size, OrderOptions options) : size_(size), op
   }
 }
 
+const char* to_string(ShardRemainder remainder) noexcept {
+  switch (remainder) {
+    case ShardRemainder::uneven: return "uneven";
+    case ShardRemainder::drop: return "drop";
+    case ShardRemainder::pad: return "pad";
+  }
+  return "?";
+}
+
 std::size_t EpochOrder::per_epoch() const noexcept {
   const std::size_t world = options_.world;
   const std::size_t rank = options_.rank;
+  switch (options_.remainder) {
+    case ShardRemainder::drop: return size_ / world;
+    case ShardRemainder::pad: return size_ == 0 ? 0 : (size_ + world - 1) / world;
+    case ShardRemainder::uneven: break;
+  }
   return size_ / world + (rank < size_ % world ? 1 : 0);
 }
 
-std::vector<std::uint64_t> EpochOrder::indices(std::uint32_t epoch) const {
+std::vector<std::uint64_t> EpochOrder::permutation(std::uint32_t epoch) const {
   std::vector<std::uint64_t> all(size_);
   std::iota(all.begin(), all.end(), std::uint64_t{0});
   if (options_.shuffle) {
@@ -43,10 +57,20 @@ std::vector<std::uint64_t> EpochOrder::indices(std::uint32_t epoch) const {
       std::swap(all[i - 1], all[j]);
     }
   }
+  return all;
+}
+
+std::vector<std::uint64_t> EpochOrder::indices(std::uint32_t epoch) const {
+  std::vector<std::uint64_t> all = permutation(epoch);
   if (options_.world == 1) return all;
   std::vector<std::uint64_t> mine;
   mine.reserve(per_epoch());
-  for (std::size_t p = options_.rank; p < all.size(); p += options_.world) mine.push_back(all[p]);
+  // Position rank + k * world for k < per_epoch(); past the end (pad) the permutation starts over.
+  for (std::size_t k = 0; k < per_epoch(); ++k) {
+    const std::size_t p = options_.rank + k * options_.world;
+    if (p >= all.size() && options_.remainder != ShardRemainder::pad) break;
+    mine.push_back(all[p % all.size()]);
+  }
   return mine;
 }
 

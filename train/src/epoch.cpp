@@ -239,6 +239,7 @@ InputConfig path_config(const InputConfig& config, gpu::Device device) {
 struct PassState {
   const BatchStep& step;
   WindowState& window;
+  const std::function<bool()>& stop;  // PassOptions::stop
   std::atomic<bool> dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
 };
 
@@ -282,7 +283,7 @@ struct ComputePath::Impl {
     // After Ctrl-C the pipeline drains what is in flight; those batches are not trained on, so
     // that the checkpoint is written right after the current step.
     if (state.window.done) return Readback{};
-    if (graph::SignalStop::received() > 0) {
+    if (state.stop ? state.stop() : graph::SignalStop::received() > 0) {
       state.dropped_after_signal = true;
       return Readback{};
     }
@@ -338,7 +339,7 @@ ComputePath::~ComputePath() = default;
 EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, const PassStart& from) {
   const std::string& stage = options.stage;
   WindowState w{.window = options.window};
-  PassState state{.step = step, .window = w};
+  PassState state{.step = step, .window = w, .stop = options.stop};
   const ActivePass active(impl_->pass, state, "ComputePath::run");
 
   const InputConfig config = impl_->pass_config(from, impl_->config.epochs);
@@ -389,7 +390,7 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
   if (epochs == 0) throw std::invalid_argument("ComputePath::run_epochs: no epochs to run");
   const std::string& stage = options.stage;
   WindowState no_window{.window = {}};
-  PassState state{.step = step, .window = no_window};
+  PassState state{.step = step, .window = no_window, .stop = options.stop};
   const ActivePass active(impl_->pass, state, "ComputePath::run_epochs");
 
   const InputConfig config = impl_->pass_config(from, epochs);

@@ -1,10 +1,14 @@
 #include "stoke/train/fit.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <atomic>
 #include <optional>
 #include <cstdlib>
 #include <stdexcept>
+#include <stoke/dist/replicas.hpp>
+#include <stoke/graph/signal.hpp>
 #include <string>
 
 
@@ -22,7 +26,8 @@ double ratio(std::int64_t part, std::int64_t whole) {
 std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uint32_t epoch) {
   const std::vector<std::uint64_t> indices = order.indices(epoch);
   std::vector<std::uint32_t> position(indices.size() == 0 ? 0 : *std::max_element(indices.begin(), indices.end()) + 1);
-  for (std::size_t i = 0; i < indices.size(); ++i) position[indices[i]] = static_cast<std::uint32_t>(i);
+  // Backwards, so that an item a padded share repeats at its end keeps its first position.
+  for (std::size_t i = indices.size(); i-- > 0;) position[indices[i]] = static_cast<std::uint32_t>(i);
   return position;
 }
 
@@ -32,12 +37,17 @@ std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uin
 class FitRun {
  public:
   FitRun(nn::Trainer& trainer, const FitCallbacks& callbacks, const nodes::DatasetPtr& train_set,
-         const InputConfig& train_input)
+         const InputConfig& train_input, dist::Communicator* step_channel)
       : trainer_(trainer),
         callbacks_(callbacks),
-        order_(train_set->size(), {.shuffle = train_input.shuffle, .seed = train_input.seed, .rank = 0, .world = 1}),
+        order_(train_set->size(), {.shuffle = train_input.shuffle,
+                                   .seed = train_input.seed,
+                                   .rank = train_input.rank,
+                                   .world = train_input.world,
+                                   .remainder = train_input.remainder}),
         batch_(train_input.batch_size),
-        next_lr_(trainer.lr()) {}
+        next_lr_(trainer.lr()),
+        step_channel_(step_channel) {}
 
   // The training step. It runs in the compute stage, one batch at a time, in order.
   StepResult train_step(const BatchTensors& t) {
@@ -49,7 +59,12 @@ class FitRun {
     const float lr = trainer_.lr();
     StepResult r{.loss = trainer_.train_batch(t.images, t.labels)};
     const bool stepped = trainer_.step() != step;
-    if (stepped && !t.indices.empty()) position_ = position_of_[t.indices.back()] + 1u;
+    if (stepped && !t.indices.empty()) position_ = std::max<std::size_t>(position_, position_of_[t.indices.back()] + 1u);
+    ++batches_;
+    if (!stand_in_.images.defined()) {  // a batch's shape, for the steps a short share makes up
+      stand_in_.images = trainer_.backend().zeros(t.images.shape(), t.images.dtype(), t.images.layout());
+      stand_in_.labels = trainer_.backend().zeros(t.labels.shape(), t.labels.dtype(), t.labels.layout());
+    }
     next_lr_ = trainer_.lr();
     if (callbacks_.on_step) {
       // Called once the step's loss is on the host, with what this step was.
@@ -74,14 +89,48 @@ class FitRun {
     return r;
   }
 
-  // A training pass begins: epoch `epoch` (from 0), `skip` items into its order.
-  void begin_training(std::int64_t epoch, std::size_t skip, std::size_t dataset_size) {
+  // A training pass begins: epoch `epoch` (from 0), `skip` items into this rank's share of its order.
+  void begin_training(std::int64_t epoch, std::size_t skip) {
     epoch_ = epoch;
     position_ = skip;
-    const auto remaining = dataset_size - std::min(dataset_size, skip);
-    pass_images_ = static_cast<std::int64_t>(remaining / batch_ * batch_);
+    batches_ = 0;
+    const std::size_t share = order_.per_epoch();
+    planned_batches_ = static_cast<std::int64_t>((share - std::min(share, skip)) / batch_);
+    pass_images_ = planned_batches_ * static_cast<std::int64_t>(batch_);
     if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch + 1, Phase::train);
   }
+
+  // Data-parallel runs: whether the ranks stop before this step, `mine` being this rank's wish
+  // (a Ctrl-C). Every rank asks once per step, in the compute stage, or at its epoch's end when
+  // its share ran short; once they agree, they all stop there.
+  bool agree_stop(bool mine) {
+    if (stop_agreed_) return true;
+    std::int64_t flag = mine ? 1 : 0;
+    if (step_channel_ != nullptr) step_channel_->all_reduce(std::span<std::int64_t>(&flag, 1), dist::ReduceOp::max);
+    stop_agreed_ = flag > 0;
+    return stop_agreed_;
+  }
+  std::function<bool()> stop_rule() {
+    if (step_channel_ == nullptr) return {};  // alone: the compute stage's own Ctrl-C check
+    return [this] { return agree_stop(graph::SignalStop::received() > 0); };
+  }
+
+  // At an epoch's end, data-parallel: a share that ran short of its planned batches (files skipped)
+  // makes the missing steps up with stand-in batches, so that the other ranks' steps find it; a
+  // pass cut by Ctrl-C tells the others. Returns whether the ranks stopped.
+  bool finish_share(const EpochTotals& totals) {
+    if (step_channel_ == nullptr) return totals.stopped;
+    if (totals.stopped) return agree_stop(true);
+    while (batches_ < planned_batches_ && stand_in_.images.defined()) {
+      if (agree_stop(graph::SignalStop::received() > 0)) return true;
+      const nn::LossResult r = trainer_.stand_in_batch(stand_in_.images, stand_in_.labels);
+      (void)r;
+      ++batches_;
+      ++made_up_;
+    }
+    return stop_agreed_;
+  }
+  std::int64_t made_up() const noexcept { return made_up_; }
 
   EpochTotals validate(ComputePath& path, const nodes::DatasetPtr& dataset) {
     const std::int64_t epoch = epoch_;
@@ -124,7 +173,49 @@ class FitRun {
   std::atomic<float> next_lr_;
   std::atomic<std::int64_t> epoch_ = 0;
   std::atomic<std::int64_t> pass_images_ = 0;
+  // Data-parallel: the per-step stop collective's communicator, the batches this epoch's share
+  // should give and has given, and a batch's shape in zeros for the steps a short share makes up.
+  dist::Communicator* step_channel_ = nullptr;
+  bool stop_agreed_ = false;
+  std::int64_t planned_batches_ = 0;
+  std::int64_t batches_ = 0;
+  std::int64_t made_up_ = 0;
+  struct {
+    nn::Tensor images;
+    nn::Tensor labels;
+  } stand_in_;
 };
+
+// Data-parallel: a pass's totals summed over the ranks (its seconds: the slowest rank's).
+void reduce_totals(dist::Communicator& comm, EpochTotals& t) {
+  std::array<double, 7> sums{t.loss_sum,
+                             static_cast<double>(t.correct),
+                             static_cast<double>(t.correct_top5),
+                             static_cast<double>(t.images),
+                             static_cast<double>(t.batches),
+                             static_cast<double>(t.skipped),
+                             0};
+  comm.all_reduce(std::span<double>(sums), dist::ReduceOp::sum);
+  t.loss_sum = sums[0];
+  t.correct = static_cast<std::int64_t>(sums[1]);
+  t.correct_top5 = static_cast<std::int64_t>(sums[2]);
+  t.images = static_cast<std::int64_t>(sums[3]);
+  t.batches = static_cast<std::int64_t>(sums[4]);
+  t.skipped = static_cast<std::uint64_t>(sums[5]);
+  std::array<double, 1> seconds{t.seconds};
+  comm.all_reduce(std::span<double>(seconds), dist::ReduceOp::max);
+  t.seconds = seconds[0];
+}
+
+// Data-parallel: every rank's images per second in a pass, by rank.
+std::vector<double> rates_by_rank(dist::Communicator& comm, const EpochTotals& t) {
+  const double mine = t.seconds > 0 ? static_cast<double>(t.images) / t.seconds : 0;
+  const std::vector<std::byte> all =
+      comm.all_gather(std::span<const std::byte>(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
+  std::vector<double> rates(static_cast<std::size_t>(comm.world()));
+  std::memcpy(rates.data(), all.data(), all.size());
+  return rates;
+}
 
 EpochSummary summarize(std::int64_t epoch, int epochs, EpochTotals train, EpochTotals val) {
   EpochSummary s;
@@ -255,59 +346,113 @@ std::size_t resume_position(const nn::Trainer& trainer, const std::string& check
 FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const nodes::DatasetPtr& val_set,
               const FitOptions& options, const FitCallbacks& callbacks) {
   if (!train_set) throw std::invalid_argument("fit: no training set");
+  dist::Communicator* const comm =
+      options.communicator != nullptr && options.communicator->world() > 1 ? options.communicator : nullptr;
+  const auto world = static_cast<std::uint32_t>(comm != nullptr ? comm->world() : 1);
+  const auto rank = static_cast<std::uint32_t>(comm != nullptr ? comm->rank() : 0);
   InputConfig train_input = options.train_input;
   train_input.tuning.target = "train";
   train_input.drop_last = true;
+  train_input.rank = rank;
+  train_input.world = world;
+  train_input.remainder = world > 1 ? options.shard_remainder : nodes::ShardRemainder::uneven;
   InputConfig val_input = options.val_input;
   val_input.tuning.target = "evaluate";
+  val_input.rank = rank;
+  val_input.world = world;
+  val_input.remainder = nodes::ShardRemainder::uneven;  // every item counted once
   std::map<std::string, std::string> metadata = options.metadata;
 
   FitResult result;
   const std::int64_t first_epoch = trainer.epoch();  // the loop moves trainer.epoch() on
-  const std::size_t resume = resume_position(trainer);
+  // The checkpoint's position counts the items of the whole order: this rank's share starts at
+  // its world's share of it (rounded down to a multiple of the world size).
+  const std::size_t resume = resume_position(trainer) / world;
   if (first_epoch >= options.epochs) {  // nothing left to train: no pools to make
     result.epochs = first_epoch;
     return result;
   }
+  // Every replica starts from rank 0's state, and says so.
+  const bool synced_bn = trainer.options().batch_norm_sync != nullptr;
+  const nn::StreamView stream = trainer.backend().stream();
+  if (comm != nullptr) {
+    dist::broadcast_state(*comm, trainer.model(), &trainer.optimizer(), stream);
+    dist::check_replicas(*comm, trainer.model(), &trainer.optimizer(), stream, "the start");
+  }
+  const std::unique_ptr<dist::Communicator> step_channel = comm != nullptr ? comm->split() : nullptr;
+  nn::GradientSync* const sync = trainer.options().gradient_sync;
   train_input.seed = options.seed;  // each epoch's order and draws: functions of (seed, epoch, item)
   // The pools, device slots and buffers of both passes, made once for the whole run; one
   // training pipeline for all the epochs.
   ComputePath train_path(train_set, train_input, trainer.backend());
   std::optional<ComputePath> val_path;
   if (val_set) val_path.emplace(val_set, val_input, trainer.backend());
-  FitRun run(trainer, callbacks, train_set, train_input);
-  run.begin_training(first_epoch, resume, train_set->size());
+  FitRun run(trainer, callbacks, train_set, train_input, step_channel.get());
+  run.begin_training(first_epoch, resume);
+  double reduce_before = sync != nullptr ? sync->reduce_seconds() : 0;
+  double exposed_before = sync != nullptr ? sync->exposed_seconds() : 0;
   const auto at_epoch_end = [&](std::uint32_t e, EpochTotals& train_totals) {
     const auto epoch = static_cast<std::int64_t>(e);
+    // Data-parallel: the ranks end the epoch at the same step (a short share makes steps up), and
+    // the figures become the whole world's.
+    if (run.finish_share(train_totals)) train_totals.stopped = true;
+    std::vector<double> rates;
+    if (comm != nullptr) {
+      rates = rates_by_rank(*comm, train_totals);
+      reduce_totals(*comm, train_totals);
+    }
     if (callbacks.on_pass_end) callbacks.on_pass_end(epoch + 1, Phase::train, train_totals);
     EpochTotals val_totals;
-    if (val_path && !train_totals.stopped) val_totals = run.validate(*val_path, val_set);
+    if (val_path && !train_totals.stopped) {
+      val_totals = run.validate(*val_path, val_set);
+      if (comm != nullptr) reduce_totals(*comm, val_totals);
+    }
 
     EpochSummary summary = summarize(epoch, options.epochs, std::move(train_totals), std::move(val_totals));
+    summary.rank_images_per_sec = std::move(rates);
+    if (sync != nullptr) {
+      summary.allreduce_seconds = sync->reduce_seconds() - std::exchange(reduce_before, sync->reduce_seconds());
+      summary.allreduce_exposed_seconds =
+          sync->exposed_seconds() - std::exchange(exposed_before, sync->exposed_seconds());
+    }
     trainer.set_epoch(summary.completed ? epoch + 1 : epoch);
-    metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position());
+    metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position() * world);
     metadata[epoch_order_key] = epoch_order_version;
     trainer.set_metadata(metadata);
     summary.checkpoint = result.checkpoint;
+    if (comm != nullptr) {
+      dist::check_replicas(*comm, trainer.model(), &trainer.optimizer(), stream,
+                           "the end of epoch " + std::to_string(epoch + 1), synced_bn);
+    }
     if (callbacks.checkpoint) {
       const std::vector<fs::path> files = callbacks.checkpoint(summary);
-      for (const fs::path& file : files) trainer.save(file);  // each atomic: temporary file, flush, rename
+      if (comm != nullptr) comm->barrier();  // every rank has stepped to here: rank 0's state is theirs
+      if (rank == 0) {
+        for (const fs::path& file : files) trainer.save(file);  // each atomic: temporary file, flush, rename
+      }
       if (!files.empty()) summary.checkpoint = files.front();
     }
     accumulate(result, summary, options.max_listed_skips);
-    if (callbacks.on_epoch && !callbacks.on_epoch(summary) && !summary.interrupted) {
+    bool go_on = !(callbacks.on_epoch && !callbacks.on_epoch(summary));
+    if (comm != nullptr) {  // one rank's early stop stops them all
+      std::int64_t stop = go_on ? 0 : 1;
+      comm->all_reduce(std::span<std::int64_t>(&stop, 1), dist::ReduceOp::max);
+      go_on = stop == 0;
+    }
+    if (!go_on && !summary.interrupted) {
       result.stopped_early = epoch + 1 < options.epochs;
       return false;
     }
     if (summary.interrupted) return false;
-    if (epoch + 1 < options.epochs) run.begin_training(epoch + 1, 0, train_set->size());
+    if (epoch + 1 < options.epochs) run.begin_training(epoch + 1, 0);
     return true;
   };
   train_path.run_epochs([&run](const BatchTensors& t) { return run.train_step(t); },
-                        {.stage = "train", .progress = run.training_progress(), .window = {}},
+                        {.stage = "train", .progress = run.training_progress(), .window = {}, .stop = run.stop_rule()},
                         {.epoch = static_cast<std::uint32_t>(first_epoch), .skip = resume, .trace_file = options.trace_file},
                         static_cast<std::uint32_t>(options.epochs - first_epoch), at_epoch_end);
   result.epochs = trainer.epoch();
+  result.made_up_steps = run.made_up();
   return result;
 }
 

@@ -225,7 +225,11 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
     options.autotune = std::move(tuning);
   }
 
-  nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle, .seed = config.seed});
+  nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle,
+                                            .seed = config.seed,
+                                            .rank = config.rank,
+                                            .world = config.world,
+                                            .remainder = config.remainder});
   // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
   // consumer's hands (Collate takes a slot only once a batch is complete), plus what the caller's
   // stages in between hold. With that many the batch stage seldom waits for a slot (the graph's

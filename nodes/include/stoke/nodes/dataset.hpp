@@ -44,14 +44,26 @@ class Dataset {
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
 
+/// What a sharded epoch does with the items left over when the world size does not divide the
+/// dataset's: ranks running collectives every step need the same number of items each.
+enum class ShardRemainder : std::uint8_t {
+  uneven,  ///< every item once: the first size % world ranks get one more (validation, counting)
+  drop,    ///< every rank gets size / world: the permutation's last size % world items sit out the epoch
+  pad,     ///< every rank gets ceil(size / world): the missing positions repeat the permutation's first items
+};
+const char* to_string(ShardRemainder remainder) noexcept;
+
 /// Which items a rank visits in which order, per epoch.
 struct OrderOptions {
   bool shuffle = true;
   std::uint64_t seed = 0;
   /// Sharding: rank r of `world` gets positions r, r+world, r+2*world, ... of the epoch's
-  /// permutation, so every item goes to exactly one rank per epoch.
+  /// permutation, so every item goes to exactly one rank per epoch (with `remainder` uneven or
+  /// drop), and the items of one step of all the ranks together are those of one rank's step of
+  /// world times the batch.
   std::uint32_t rank = 0;
   std::uint32_t world = 1;
+  ShardRemainder remainder = ShardRemainder::uneven;
 };
 
 /// The visiting order of one rank: a permutation of [0, size) per epoch (a function of seed and
@@ -63,6 +75,8 @@ class EpochOrder {
 
   /// Item indices this rank visits in `epoch`, in order.
   std::vector<std::uint64_t> indices(std::uint32_t epoch) const;
+  /// The whole epoch's permutation, every rank's positions (indices() takes this rank's of it).
+  std::vector<std::uint64_t> permutation(std::uint32_t epoch) const;
   /// How many items this rank visits per epoch.
   std::size_t per_epoch() const noexcept;
 

@@ -104,6 +104,11 @@ struct PassOptions {
   std::string stage = "train";
   EpochProgress progress{};
   MeasureWindow window{};
+  /// Asked by the compute stage before each batch: true ends the pass there (that batch and those
+  /// after it are not stepped, and totals.stopped is set). Empty: a Ctrl-C received under a
+  /// graph::SignalStop. A data-parallel run gives a stop the ranks agree on, so that they all stop
+  /// at the same step.
+  std::function<bool()> stop{};
 };
 
 /// Runs `dataset` once through one compute path, the same on every device:

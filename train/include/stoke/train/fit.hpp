@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <stoke/dist/communicator.hpp>
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/nn/lr_schedule.hpp>
 #include <stoke/nn/trainer.hpp>
@@ -89,6 +90,20 @@ struct FitOptions {
   std::map<std::string, std::string> metadata{};
   /// Skipped files listed in FitResult (all are counted).
   std::size_t max_listed_skips = 100;
+  /// Data-parallel training (stoke::dist): the ranks' communicator, every rank calling fit with the
+  /// same options; null or a world of 1: this process alone. Each rank trains on its share of every
+  /// epoch (rank r of w: positions r, r + w, ... of the epoch's order, so one step of all the ranks
+  /// sees the items one process would with w times the batch), every rank runs the same number of
+  /// steps (`shard_remainder`), validation is sharded (every item once) and its totals summed over
+  /// the ranks, the training state is broadcast from rank 0 at the start and compared across the
+  /// ranks after every epoch, checkpoints are written by rank 0 after a barrier (their position
+  /// counts the items of the whole order, so a run resumed with another world size goes on at the
+  /// same place: at the largest multiple of the new world size at or below it), and Ctrl-C stops
+  /// every rank at the same step. The gradients are the trainer's (TrainerOptions::gradient_sync).
+  dist::Communicator* communicator = nullptr;
+  /// What a world size that does not divide the training set does with the items left over: drop
+  /// them for the epoch (the default: the items change with each epoch's order) or pad with repeats.
+  nodes::ShardRemainder shard_remainder = nodes::ShardRemainder::drop;
 };
 
 /// What on_progress sees, about every 250 ms of a pass.
@@ -128,6 +143,12 @@ struct EpochSummary {
   std::uint64_t skipped = 0;  ///< images skipped by both passes
   bool completed = false;     ///< the training pass went through the whole epoch
   bool interrupted = false;   ///< Ctrl-C (graph::SignalStop) during the epoch: the run ends
+  /// Data-parallel runs: each rank's training images per second, by rank (empty alone), and this
+  /// rank's gradient all-reduce this epoch: the seconds its sums took and the part of them the
+  /// step waited for (the rest was hidden under backward).
+  std::vector<double> rank_images_per_sec{};
+  double allreduce_seconds = 0;
+  double allreduce_exposed_seconds = 0;
   /// The newest checkpoint the run has written, this epoch's included (the one to resume from);
   /// empty when none. The checkpoint policy, called before this epoch's are written, sees the
   /// previous one.
@@ -174,6 +195,9 @@ struct FitResult {
   std::filesystem::path checkpoint{};        ///< the newest written, the one to resume from; empty when none
   bool interrupted = false;                  ///< ended by Ctrl-C
   bool stopped_early = false;                ///< ended by on_epoch
+  /// Data-parallel: steps this rank took part in with a stand-in batch because its share of an
+  /// epoch ran short (files skipped), so that the other ranks' steps found it.
+  std::int64_t made_up_steps = 0;
   double images_per_sec() const { return seconds > 0 ? static_cast<double>(images) / seconds : 0; }
 };
 

@@ -89,6 +89,12 @@ struct InputConfig {
   std::uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
+  /// Data-parallel runs: this process's share of every epoch, rank `rank` of `world`
+  /// (nodes::OrderOptions), and what happens to the items left over when `world` does not divide
+  /// the dataset's size. `start` then counts this rank's items.
+  std::uint32_t rank = 0;
+  std::uint32_t world = 1;
+  nodes::ShardRemainder remainder = nodes::ShardRemainder::uneven;
   graph::OnError on_error = graph::OnError::skip;
   nodes::DecodeOptions decode = default_decode_options();
   /// Where batch slots come from: the host allocator, or gpu::batch_allocator(device) (pinned
