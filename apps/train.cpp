@@ -12,6 +12,7 @@
 #include <optional>
 #include <stoke/dist/communicator.hpp>
 #include <stoke/dist/gradient_sync.hpp>
+#include <stoke/dist/nccl.hpp>
 #include <stoke/dist/replicas.hpp>
 #include <stoke/gpu/nvml_monitor.hpp>
 #include <stoke/graph/signal.hpp>
@@ -198,8 +199,7 @@ void print_ranks(const EpochSummary& s) {
   for (std::size_t r = 0; r < s.rank_images_per_sec.size(); ++r) {
     rates += (r == 0 ? "" : ", ") + std::to_string(static_cast<long long>(s.rank_images_per_sec[r]));
   }
-  const double hidden =
-      s.allreduce_seconds > 0 ? std::max(0.0, 1.0 - s.allreduce_exposed_seconds / s.allreduce_seconds) : 0;
+  const double hidden = allreduce_hidden(s);
   std::printf("  ranks: %s images/s; all-reduce %.2f s, %.0f%% hidden under backward (%.2f s waited)\n",
               rates.c_str(), s.allreduce_seconds, 100 * hidden, s.allreduce_exposed_seconds);
   std::fflush(stdout);
@@ -266,16 +266,22 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
   const auto model = make_model(recipe, classes, backend, shape.channels);
   // Data-parallel: the gradients summed over the ranks in buckets during backward, and batch norm
   // over every rank's batch with --sync-bn; each on a communicator of its own.
+  // On GPUs the gradients are summed by NCCL on the devices (libnccl.so.2 loaded now; its id
+  // shared through MPI), on CPU ranks by MPI on a thread of the transport's.
+  std::unique_ptr<dist::NcclCommunicator> nccl;
   std::unique_ptr<dist::GradientSync> gradient_sync;
   std::unique_ptr<dist::CommunicatorSum> batch_norm_sync;
   nn::TrainerOptions trainer_settings = trainer_options(recipe, data.train->size() / comm.world());
   if (!alone) {
-    if (!machine.device.is_cpu()) {
-      throw std::runtime_error("data-parallel training on GPUs needs NCCL, which this stoke train does not use yet; "
-                               "run the ranks with --device cpu");
+    std::unique_ptr<dist::BucketTransport> transport;
+    if (machine.device.is_cpu()) {
+      transport = dist::host_transport(comm.split());
+    } else {
+      nccl = std::make_unique<dist::NcclCommunicator>(comm, machine.device);
+      transport = dist::nccl_transport(*nccl, backend);
     }
     gradient_sync = std::make_unique<dist::GradientSync>(
-        *model, backend, dist::host_transport(comm.split()),
+        *model, backend, std::move(transport),
         dist::GradientSyncOptions{.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024)});
     trainer_settings.gradient_sync = gradient_sync.get();
     if (c.sync_bn) {
@@ -303,9 +309,9 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
                  data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size,
                  recipe.batch);
     if (!alone) {
-      std::fprintf(stderr, "stoke train: %d ranks (%s): %d images per step, %zu gradient buckets%s\n", comm.world(),
-                   comm.describe().c_str(), recipe.batch * comm.world(), gradient_sync->buckets(),
-                   c.sync_bn ? ", batch norm synced" : "");
+      std::fprintf(stderr, "stoke train: %d ranks (%s%s): %d images per step, %zu gradient buckets%s\n",
+                   comm.world(), comm.describe().c_str(), nccl ? (", gradients over " + nccl->describe()).c_str() : "",
+                   recipe.batch * comm.world(), gradient_sync->buckets(), c.sync_bn ? ", batch norm synced" : "");
     }
   }
   FitOptions options = fit_options(recipe, data.train->classes(), shape.channels);

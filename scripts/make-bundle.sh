@@ -38,6 +38,7 @@ cmake -S . -B "$build" \
   -DSTOKE_BUILD_EXAMPLES=OFF \
   -DSTOKE_IMGCODECS=OFF \
   -DSTOKE_DICOM=OFF \
+  -DSTOKE_MPI=OFF \
   -DSTOKE_INSTALL_TESTS=ON \
   -DSTOKE_BUNDLE_RUNTIME_DEPS=ON \
   "${configure_args[@]}"

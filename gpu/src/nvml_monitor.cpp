@@ -1,14 +1,12 @@
 #include "stoke/gpu/nvml_monitor.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <condition_variable>
-#include <cstdlib>
-#include <map>
 #include <mutex>
 #include <system_error>
 #include <thread>
+
+#include "stoke/gpu/runtime_library.hpp"
 
 #if STOKE_HAS_CUDA
 #include <cuda_runtime_api.h>
@@ -36,13 +34,8 @@ using nvmlClockType_t = int;  // a C enum
 constexpr nvmlClockType_t NVML_CLOCK_SM = 1;
 constexpr unsigned NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96;
 
-constexpr const char* default_library = "libnvidia-ml.so.1";
-constexpr const char* library_variable = "STOKE_NVML_LIBRARY";
-
 // NVML's entry points in one loaded library, or why it could not be loaded.
-struct NvmlLibrary {
-  std::string name;
-  std::string error;  // empty when every entry point was found
+struct NvmlLibrary : RuntimeLibrary {
   nvmlReturn_t (*init)() = nullptr;
   nvmlReturn_t (*shutdown)() = nullptr;
   nvmlReturn_t (*handle_by_index)(unsigned int, nvmlDevice_t*) = nullptr;
@@ -53,78 +46,33 @@ struct NvmlLibrary {
   const char* (*error_string)(nvmlReturn_t) = nullptr;
   nvmlReturn_t (*device_name)(nvmlDevice_t, char*, unsigned int) = nullptr;
 
+  bool resolve_all(std::string& missing) {
+    return resolve("nvmlInit_v2", init, missing) && resolve("nvmlShutdown", shutdown, missing) &&
+           resolve("nvmlDeviceGetHandleByIndex_v2", handle_by_index, missing) &&
+           resolve("nvmlDeviceGetHandleByPciBusId_v2", handle_by_pci_bus_id, missing) &&
+           resolve("nvmlDeviceGetUtilizationRates", utilization, missing) &&
+           resolve("nvmlDeviceGetMemoryInfo", memory, missing) && resolve("nvmlDeviceGetClockInfo", clock, missing) &&
+           resolve("nvmlErrorString", error_string, missing) && resolve("nvmlDeviceGetName", device_name, missing);
+  }
+
   std::string describe(nvmlReturn_t code) const {
     const char* text = error_string(code);
     return (text ? std::string(text) : std::string("unknown error")) + " (NVML error " + std::to_string(code) + ")";
   }
 };
 
-std::string dl_error() {
-  const char* text = dlerror();
-  return text ? text : "unknown error";
-}
-
-template <class Function>
-bool resolve(void* handle, const char* symbol, Function& function, std::string& error) {
-  dlerror();
-  void* address = dlsym(handle, symbol);
-  if (address == nullptr) {
-    error = std::string(symbol) + " is missing (" + dl_error() + ")";
-    return false;
-  }
-  function = reinterpret_cast<Function>(address);
-  return true;
-}
-
-NvmlLibrary load(const std::string& name, bool from_variable) {
-  NvmlLibrary library;
-  library.name = name;
-  dlerror();
-  void* handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const std::string error = dl_error();
-    const bool missing = error.find("No such file") != std::string::npos;
-    library.error = name + (missing ? " not found (" : " could not be loaded (") + error + ")";
-    if (from_variable) {
-      library.error +=
-          ", named by " + std::string(library_variable) + "; unset it to use the driver's " + default_library;
-    } else {
-      library.error += "; NVML comes with the NVIDIA driver; if it is installed elsewhere, set " +
-                       std::string(library_variable) + " to its path";
-    }
-    return library;
-  }
-  std::string missing;
-  const bool complete = resolve(handle, "nvmlInit_v2", library.init, missing) &&
-                        resolve(handle, "nvmlShutdown", library.shutdown, missing) &&
-                        resolve(handle, "nvmlDeviceGetHandleByIndex_v2", library.handle_by_index, missing) &&
-                        resolve(handle, "nvmlDeviceGetHandleByPciBusId_v2", library.handle_by_pci_bus_id, missing) &&
-                        resolve(handle, "nvmlDeviceGetUtilizationRates", library.utilization, missing) &&
-                        resolve(handle, "nvmlDeviceGetMemoryInfo", library.memory, missing) &&
-                        resolve(handle, "nvmlDeviceGetClockInfo", library.clock, missing) &&
-                        resolve(handle, "nvmlErrorString", library.error_string, missing) &&
-                        resolve(handle, "nvmlDeviceGetName", library.device_name, missing);
-  if (!complete) {
-    library.error = name + " is not a usable NVML: " + missing + "; is it the NVIDIA driver's " + default_library + "?";
-    dlclose(handle);
-  }
-  // Otherwise the library stays loaded for the rest of the process.
-  return library;
-}
-
 // The library named by STOKE_NVML_LIBRARY, or libnvidia-ml.so.1: loaded on first use, then shared.
 const NvmlLibrary& nvml_library() {
-  const char* variable = std::getenv(library_variable);
-  const bool from_variable = variable != nullptr && variable[0] != '\0';
-  const std::string name = from_variable ? variable : default_library;
-
-  static std::mutex mutex;
-  // Never destroyed, so that a monitor destroyed during static destruction still finds it.
-  static auto* libraries = new std::map<std::string, NvmlLibrary>();
-  const std::lock_guard lock(mutex);
-  auto found = libraries->find(name);
-  if (found == libraries->end()) found = libraries->emplace(name, load(name, from_variable)).first;
-  return found->second;
+  static constexpr RuntimeLibrarySpec spec{
+      .variable = "STOKE_NVML_LIBRARY",
+      .default_name = "libnvidia-ml.so.1",
+      .what = "NVML",
+      .named_hint = "unset it to use the driver's libnvidia-ml.so.1",
+      .default_hint =
+          "NVML comes with the NVIDIA driver; if it is installed elsewhere, set STOKE_NVML_LIBRARY to its path",
+      .unusable_hint = "is it the NVIDIA driver's libnvidia-ml.so.1?",
+  };
+  return load_runtime_library<NvmlLibrary>(spec);
 }
 
 }  // namespace
@@ -158,8 +106,8 @@ void NvmlMonitor::State::open() {
     return;
   }
   const NvmlLibrary& library = nvml_library();
-  if (!library.error.empty()) {
-    unavailable_reason = library.error;
+  if (!library.error().empty()) {
+    unavailable_reason = library.error();
     return;
   }
   if (const nvmlReturn_t status = library.init(); status != NVML_SUCCESS) {
