@@ -267,11 +267,12 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  // Tests `requests` until all complete (true) or `deadline` passes (false), backing off from
-  // yields to half-millisecond sleeps so that a rank waiting long for the others leaves the cores
-  // to the work.
+  // Tests `requests` until all complete (true) or `deadline` passes (false). Open MPI moves a
+  // large all-reduce on (segment after segment) only inside these tests, so they come often: a few
+  // hundred yields, then sleeps backing off to 200 us, so that a rank waiting long for the others
+  // leaves the cores to the work.
   static bool wait(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
-    auto pause = std::chrono::microseconds(10);
+    auto pause = std::chrono::microseconds(20);
     for (int round = 0;; ++round) {
       int done = 0;
       {
@@ -280,11 +281,11 @@ class MpiCommunicator final : public Communicator {
       }
       if (done) return true;
       if (Clock::now() > deadline) return false;
-      if (round < 64) {
+      if (round < 256) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(500));
+        pause = std::min(pause * 2, std::chrono::microseconds(200));
       }
     }
   }

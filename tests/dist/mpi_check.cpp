@@ -7,7 +7,16 @@
 //   mpi_check throw         rank 1 throws: the job must end non-zero with rank 1's message
 //   mpi_check stop          rank 1 stops itself (SIGSTOP): rank 0 must fail within the timeout,
 //                           naming rank 1
+//   mpi_check resume DIR    fit() on 2 ranks x batch 4 with sync BN, cut by a Ctrl-C on rank 0 only
+//                           (both ranks stop at the same step), resumed by 1 process x batch 8 from
+//                           rank 0's checkpoint: it goes on at the same item and ends with the weights
+//                           of an uninterrupted 2-rank run
+//   mpi_check skips DIR     fit() on 2 ranks over a training set with a corrupt file: the rank whose
+//                           share loses it makes the step up, and both ranks take every step
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -18,9 +27,14 @@
 #include <stoke/dist/gradient_sync.hpp>
 #include <stoke/dist/replicas.hpp>
 #include <stoke/nn/models.hpp>
+#include <stoke/graph/signal.hpp>
+#include <stoke/nn/checkpoint.hpp>
 #include <stoke/nn/trainer.hpp>
+#include <stoke/train/fit.hpp>
 #include <string>
 #include <vector>
+
+#include "train_test_support.hpp"
 
 namespace {
 
@@ -114,6 +128,149 @@ int equivalence(dist::Communicator& comm) {
   return worst <= 1e-4 && sync.buckets() > 1 ? 0 : 1;
 }
 
+// ---- fit() across ranks, on 64 training images of 16 px shapes
+
+namespace fs = std::filesystem;
+
+// A fit run of small_cnn at a constant learning rate (so that 2 ranks x batch b and 1 process x
+// batch 2b take the same steps at the same rates), gradients synced over `comm` when it has ranks.
+struct Run {
+  Run(dist::Communicator& comm, std::size_t batch)
+      : backend(nn::make_backend(nn::Device::cpu())),
+        model(nn::make_model("small_cnn", {.classes = 2, .seed = 3, .width = 8})) {
+    nn::TrainerOptions settings{.schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f, .total_steps = 100},
+                                .seed = 3};
+    if (comm.world() > 1) {
+      sync = std::make_unique<dist::GradientSync>(*model, *backend, dist::host_transport(comm.split()),
+                                                  dist::GradientSyncOptions{.bucket_bytes = 16 << 10});
+      bn = std::make_unique<dist::CommunicatorSum>(comm.split());
+      settings.gradient_sync = sync.get();
+      settings.batch_norm_sync = bn.get();
+    }
+    trainer = std::make_unique<nn::Trainer>(*model, *backend, settings);
+    options.epochs = 2;
+    options.seed = 5;
+    options.train_input.batch_size = batch;
+    options.train_input.size = 16;
+    options.train_input.transforms = {"resize size=16", "random_horizontal_flip", "normalize"};
+    options.train_input.threads = 1;
+    options.train_input.autotune = false;
+    options.val_input = train::evaluation_input(options.train_input, {"resize size=16", "normalize"});
+    options.communicator = &comm;
+  }
+  std::unique_ptr<nn::Backend> backend;
+  std::unique_ptr<nn::Sequential> model;
+  std::unique_ptr<dist::GradientSync> sync;
+  std::unique_ptr<dist::CommunicatorSum> bn;
+  std::unique_ptr<nn::Trainer> trainer;
+  train::FitOptions options;
+};
+
+double largest_difference(nn::Layer& a, nn::Layer& b) {
+  std::vector<std::vector<float>> want;
+  b.for_each_parameter([&](const std::string&, nn::Parameter& p) { want.push_back(p.value.to_vector()); });
+  double worst = 0;
+  std::size_t k = 0;
+  a.for_each_parameter([&](const std::string&, nn::Parameter& p) {
+    const std::vector<float> got = p.value.to_vector();
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(double(got[i]) - double(want[k][i])) / (1 + std::abs(double(want[k][i]))));
+    }
+    ++k;
+  });
+  return worst;
+}
+
+// Rank 0 writes the dataset; every rank opens it after.
+fs::path shared_dataset(dist::Communicator& comm, const fs::path& dir) {
+  if (comm.rank() == 0) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    nodes::write_shapes_dataset({.out = dir / "shapes", .classes = 2, .train_per_class = 32, .val_per_class = 4,
+                                 .size = 16, .seed = 1, .quality = 90, .force = false, .threads = 1});
+  }
+  comm.barrier();
+  return dir / "shapes";
+}
+
+int resume(dist::Communicator& comm, const fs::path& dir) {
+  const fs::path root = shared_dataset(comm, dir);
+  const nodes::DatasetPtr train_set = train::open_dataset(root / "train"), val_set = train::open_dataset(root / "val");
+  // The uninterrupted run: 2 ranks x batch 4, 2 epochs of 8 steps. (on_step runs once a step's
+  // numbers are read back, up to 5 steps after the compute stage took it: a Ctrl-C at the second
+  // step of epoch 2 lands inside the epoch.)
+  Run whole(comm, 4);
+  train::fit(*whole.trainer, train_set, val_set, whole.options);
+  // The same, cut by a Ctrl-C that only rank 0 receives, in the second epoch.
+  Run cut(comm, 4);
+  train::FitResult interrupted;
+  {
+    const graph::SignalStop guard;
+    interrupted = train::fit(*cut.trainer, train_set, val_set, cut.options,
+                             {.on_step =
+                                  [&](const train::StepEvent& e) {
+                                    if (comm.rank() == 0 && e.epoch == 2 && e.step == 10) std::raise(SIGINT);
+                                  },
+                              .checkpoint = train::checkpoint_every_epoch(dir / "cut")});
+    graph::SignalStop::reset();
+  }
+  std::int64_t steps[2] = {cut.trainer->step(), interrupted.interrupted ? 1 : 0};
+  const auto all = comm.all_gather(std::as_bytes(std::span(steps)));
+  std::int64_t theirs[4];
+  std::memcpy(theirs, all.data(), sizeof theirs);
+  if (theirs[0] != theirs[2] || theirs[1] != 1 || theirs[3] != 1) {
+    std::printf("rank %d: the ranks did not stop together: steps %lld and %lld, interrupted %lld and %lld\n",
+                comm.rank(), static_cast<long long>(theirs[0]), static_cast<long long>(theirs[2]),
+                static_cast<long long>(theirs[1]), static_cast<long long>(theirs[3]));
+    return 1;
+  }
+  comm.barrier();
+  if (comm.rank() != 0) return 0;
+  // Rank 0 alone (a world of 1) resumes with twice the batch: the same items per step.
+  const fs::path checkpoint = dir / "cut" / "last.safetensors";
+  const auto alone = dist::make_local_communicator();
+  Run resumed(*alone, 8);
+  resumed.trainer->load(checkpoint);
+  const std::size_t position = train::resume_position(*resumed.trainer);
+  std::vector<std::size_t> positions;
+  const train::FitResult rest = train::fit(*resumed.trainer, train_set, val_set, resumed.options,
+                                           {.on_step = [&](const train::StepEvent& e) { positions.push_back(e.position); }});
+  const double worst = largest_difference(*resumed.model, *whole.model);
+  std::printf("resume: 2 ranks stopped at step %lld, item %zu of epoch 2; 1 process went on from there (first step "
+              "to item %zu), %lld images; weights vs the uninterrupted 2-rank run: %.3g\n",
+              static_cast<long long>(theirs[0]), position, positions.empty() ? 0 : positions.front(),
+              static_cast<long long>(rest.images), worst);
+  const bool ok = position > 0 && position < 64 && position % 8 == 0 && !positions.empty() &&
+                  positions.front() == position + 8 && rest.images == static_cast<std::int64_t>(64 - position) &&
+                  worst <= 1e-4;
+  return ok ? 0 : 1;
+}
+
+int skips(dist::Communicator& comm, const fs::path& dir) {
+  const fs::path root = shared_dataset(comm, dir);
+  if (comm.rank() == 0) {  // a 65th training file that is not a JPEG: skipped by the decode stage
+    std::ofstream(root / "train" / fs::path(train::open_dataset(root / "train")->name(0)).parent_path().filename() /
+                  "broken.jpg")
+        << "not a jpeg";
+  }
+  comm.barrier();
+  const nodes::DatasetPtr train_set = train::open_dataset(root / "train");
+  Run run(comm, 4);
+  run.options.epochs = 3;
+  const train::FitResult result = train::fit(*run.trainer, train_set, nullptr, run.options);
+  std::int64_t mine[3] = {run.trainer->step(), result.made_up_steps, static_cast<std::int64_t>(result.skipped)};
+  const auto all = comm.all_gather(std::as_bytes(std::span(mine)));
+  std::int64_t both[6];
+  std::memcpy(both, all.data(), sizeof both);
+  if (comm.rank() == 0) {
+    std::printf("skips: %zu training files, steps %lld and %lld (8 per epoch planned), made up %lld and %lld, "
+                "skipped %lld (counted over the ranks)\n",
+                train_set->size(), static_cast<long long>(both[0]), static_cast<long long>(both[3]),
+                static_cast<long long>(both[1]), static_cast<long long>(both[4]), static_cast<long long>(both[2]));
+  }
+  return both[0] == 24 && both[3] == 24 && both[1] + both[4] >= 1 && both[2] >= 1 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +281,13 @@ int main(int argc, char** argv) {
     if (comm->world() != 2) throw std::runtime_error("run under mpirun -np 2");
     if (mode == "equivalence") {
       const int code = equivalence(*comm);
+      std::int64_t worst = code;
+      comm->all_reduce(std::span<std::int64_t>(&worst, 1), dist::ReduceOp::max);
+      return static_cast<int>(worst);
+    }
+    if (mode == "resume" || mode == "skips") {
+      if (argc < 3) throw std::runtime_error(mode + " needs a folder");
+      const int code = mode == "resume" ? resume(*comm, argv[2]) : skips(*comm, argv[2]);
       std::int64_t worst = code;
       comm->all_reduce(std::span<std::int64_t>(&worst, 1), dist::ReduceOp::max);
       return static_cast<int>(worst);
@@ -140,7 +304,7 @@ int main(int argc, char** argv) {
       comm->barrier();  // rank 0 times out here, naming rank 1
       return 0;
     }
-    throw std::runtime_error("mode '" + mode + "': equivalence, throw or stop");
+    throw std::runtime_error("mode '" + mode + "': equivalence, resume, skips, throw or stop");
   } catch (const std::exception& error) {
     comm->abort("mpi_check: rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->world()) + ": " +
                 error.what());

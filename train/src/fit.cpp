@@ -118,17 +118,23 @@ class FitRun {
   // At an epoch's end, data-parallel: a share that ran short of its planned batches (files skipped)
   // makes the missing steps up with stand-in batches, so that the other ranks' steps find it; a
   // pass cut by Ctrl-C tells the others. Returns whether the ranks stopped.
+  //
+  // The votes match across the ranks: each rank votes before each step it takes (its own batches
+  // and those it makes up), and once more at the epoch's end, until a vote says stop -- after
+  // which nobody votes again. A rank cut short by Ctrl-C thus meets the others' next step vote
+  // with its end vote, and a signal that came after the last step still ends every rank's run.
   bool finish_share(const EpochTotals& totals) {
     if (step_channel_ == nullptr) return totals.stopped;
-    if (totals.stopped) return agree_stop(true);
-    while (batches_ < planned_batches_ && stand_in_.images.defined()) {
-      if (agree_stop(graph::SignalStop::received() > 0)) return true;
-      const nn::LossResult r = trainer_.stand_in_batch(stand_in_.images, stand_in_.labels);
-      (void)r;
-      ++batches_;
-      ++made_up_;
+    if (!totals.stopped) {
+      while (batches_ < planned_batches_ && stand_in_.images.defined()) {
+        if (agree_stop(graph::SignalStop::received() > 0)) return true;
+        const nn::LossResult r = trainer_.stand_in_batch(stand_in_.images, stand_in_.labels);
+        (void)r;
+        ++batches_;
+        ++made_up_;
+      }
     }
-    return stop_agreed_;
+    return agree_stop(totals.stopped || graph::SignalStop::received() > 0);
   }
   std::int64_t made_up() const noexcept { return made_up_; }
 
@@ -256,6 +262,10 @@ void accumulate(FitResult& result, const EpochSummary& s, std::size_t max_listed
 }
 
 }  // namespace
+
+double allreduce_hidden(const EpochSummary& s) noexcept {
+  return s.allreduce_seconds > 0 ? std::max(0.0, 1.0 - s.allreduce_exposed_seconds / s.allreduce_seconds) : 0;
+}
 
 const char* to_string(Phase phase) noexcept { return phase == Phase::train ? "train" : "evaluate"; }
 
@@ -414,6 +424,12 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
       summary.allreduce_seconds = sync->reduce_seconds() - std::exchange(reduce_before, sync->reduce_seconds());
       summary.allreduce_exposed_seconds =
           sync->exposed_seconds() - std::exchange(exposed_before, sync->exposed_seconds());
+      // The step waiting for the other ranks' gradients more than it computes: the limit is the
+      // all-reduce (the network, or a slower rank), not the input nor this rank's compute.
+      const double busy = summary.train.compute_busy * summary.train.seconds;
+      if (summary.train.bottleneck == "train" && summary.allreduce_exposed_seconds > 0.5 * busy) {
+        summary.train.bottleneck = "all-reduce";
+      }
     }
     trainer.set_epoch(summary.completed ? epoch + 1 : epoch);
     metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position() * world);

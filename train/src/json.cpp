@@ -20,7 +20,7 @@ Json json_number(std::optional<double> value) {
 }
 
 Json to_json(const EpochSummary& s) {
-  return {{"epoch", s.epoch},
+  Json out = {{"epoch", s.epoch},
           {"train_loss", json_number(s.train_loss)},
           {"train_top1", json_number(s.train_top1)},
           {"val_top1", json_number(s.val_top1)},
@@ -31,6 +31,15 @@ Json to_json(const EpochSummary& s) {
           {"skipped", s.skipped},
           {"checkpoint", s.checkpoint.string()},
           {"interrupted", s.interrupted}};
+  if (!s.rank_images_per_sec.empty()) {  // data-parallel
+    Json rates = Json::array();
+    for (const double r : s.rank_images_per_sec) rates.push_back(json_number(r));
+    out["rank_images_per_sec"] = std::move(rates);
+    out["allreduce_seconds"] = json_number(s.allreduce_seconds);
+    out["allreduce_exposed_seconds"] = json_number(s.allreduce_exposed_seconds);
+    out["allreduce_hidden"] = json_number(allreduce_hidden(s));
+  }
+  return out;
 }
 
 Json to_json(const FitResult& r) {

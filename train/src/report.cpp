@@ -280,7 +280,10 @@ FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecord
                            .val_top5 = s.val_top5,
                            .images_per_sec = s.images_per_sec,
                            .compute_busy = s.train.compute_busy,
-                           .skipped = s.skipped});
+                           .skipped = s.skipped,
+                           .rank_images_per_sec = s.rank_images_per_sec,
+                           .allreduce_seconds = s.allreduce_seconds,
+                           .allreduce_hidden = allreduce_hidden(s)});
     if (!state->recording.html.empty()) {
       state->recorder.write_html(state->recording.html, state->recording.title, state->recording.settings);
     }

@@ -192,6 +192,13 @@ std::string RunRecorder::json_locked() const {
                              {"images_per_sec", rounded(e.images_per_sec, 6)},
                              {"compute_busy", rounded(e.compute_busy)},
                              {"skipped", e.skipped}});
+    if (!e.rank_images_per_sec.empty()) {
+      Json& row = out["epochs"].back();
+      row["rank_images_per_sec"] = Json::array();
+      for (const double r : e.rank_images_per_sec) row["rank_images_per_sec"].push_back(rounded(r, 6));
+      row["allreduce_seconds"] = rounded(e.allreduce_seconds, 6);
+      row["allreduce_hidden"] = rounded(e.allreduce_hidden);
+    }
   }
   return script_safe(out);
 }
@@ -247,19 +254,32 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
 
 std::string RunRecorder::epochs_table_locked() const {
   if (epochs_.empty()) return "";
+  // Data-parallel runs add each rank's throughput and the all-reduce's time and overlap.
+  const bool ranks = std::any_of(epochs_.begin(), epochs_.end(),
+                                 [](const EpochRow& e) { return !e.rank_images_per_sec.empty(); });
   std::string rows;
   for (const EpochRow& e : epochs_) {
+    std::string per_rank;
+    for (const double r : e.rank_images_per_sec) per_rank += (per_rank.empty() ? "" : " / ") + fixed(r, 0);
+    const std::string dist_cells = !ranks ? std::string()
+                                          : "</td><td class=\"n\">" + (per_rank.empty() ? "-" : per_rank) +
+                                                "</td><td class=\"n\">" + fixed(e.allreduce_seconds, 2) +
+                                                "</td><td class=\"n\">" + percent(e.allreduce_hidden);
     rows += "<tr><td class=\"n\">" + std::to_string(e.epoch) + "</td><td class=\"n\">" + fixed(e.train_loss, 4) +
             "</td><td class=\"n\">" + percent(e.train_top1) + "</td><td class=\"n\">" +
             (e.val_top1 ? percent(*e.val_top1) : "-") + "</td><td class=\"n\">" +
             (e.val_top5 ? percent(*e.val_top5) : "-") + "</td><td class=\"n\">" + fixed(e.images_per_sec, 0) +
             "</td><td class=\"n\">" + percent(e.compute_busy) + "</td><td class=\"n\">" + thousands(e.skipped) +
-            "</td></tr>\n";
+            dist_cells + "</td></tr>\n";
   }
   return folded_table(std::to_string(epochs_.size()) + (epochs_.size() == 1 ? " epoch" : " epochs"),
                       "<tr><th class=\"n\">epoch</th><th class=\"n\">train loss</th><th class=\"n\">train top-1</th>"
                       "<th class=\"n\">val top-1</th><th class=\"n\">val top-5</th><th class=\"n\">images/s</th>"
-                      "<th class=\"n\">compute busy</th><th class=\"n\">skipped</th></tr>\n",
+                      "<th class=\"n\">compute busy</th><th class=\"n\">skipped</th>" +
+                          std::string(ranks ? "<th class=\"n\">images/s by rank</th><th class=\"n\">all-reduce s</th>"
+                                              "<th class=\"n\">hidden</th>"
+                                            : "") +
+                          "</tr>\n",
                       rows, epochs_.size(), epochs_.size());
 }
 

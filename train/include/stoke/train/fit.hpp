@@ -155,6 +155,9 @@ struct EpochSummary {
   std::filesystem::path checkpoint{};
 };
 
+/// The share (0..1) of an epoch's gradient all-reduce that ran while backward was still computing.
+double allreduce_hidden(const EpochSummary& s) noexcept;
+
 /// Where fit saves the training state after an epoch (also an interrupted one, which then holds
 /// the resume position): the files to write, in order, the one to resume from first. Each is
 /// written atomically (Trainer::save). Empty: none this epoch.

@@ -73,6 +73,11 @@ class RunRecorder {
     double images_per_sec = 0;  ///< the training phase's
     double compute_busy = 0;    ///< 0..1
     std::uint64_t skipped = 0;
+    /// Data-parallel runs (EpochSummary's): each rank's images/s, and the gradient all-reduce's
+    /// seconds and the share of them hidden under backward (0..1).
+    std::vector<double> rank_images_per_sec{};
+    double allreduce_seconds = 0;
+    double allreduce_hidden = 0;
   };
 
   /// `max_samples` >= 16, else std::invalid_argument.
