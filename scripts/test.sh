@@ -23,10 +23,11 @@ if [[ -e build/ci/tests/gpu/cuda_runtime_test ]]; then
   cpu_tests=(device_test device_stages_test convert_test nvml_monitor_test)
   cmake -S . -B build/ci-cpu -DCMAKE_BUILD_TYPE=Release -DSTOKE_CUDA=OFF -DSTOKE_BUILD_EXAMPLES=OFF \
     -DSTOKE_WARNINGS_AS_ERRORS="${werror}"
-  cmake --build build/ci-cpu -j2 --target stoke_cli "${cpu_tests[@]}"
+  cmake --build build/ci-cpu -j2 --target stoke_cli nccl_test stoke_test_fake_nccl "${cpu_tests[@]}"
   for test in "${cpu_tests[@]}"; do
     build/ci-cpu/tests/gpu/"${test}" --gtest_brief=1
   done
+  build/ci-cpu/tests/dist/nccl_test --gtest_brief=1  # NCCL's loader and rendezvous without CUDA
   build/ci-cpu/apps/stoke bench device --device cpu --batch 4 --size 16 --batches 8 --compute-us 100 >/dev/null
   echo "CPU-only build (STOKE_CUDA=OFF): ok"
 fi
