@@ -240,7 +240,7 @@ class MpiCommunicator final : public Communicator {
       if (code != MPI_SUCCESS) fail(code, what, __FILE__, __LINE__);
     }
     const auto deadline = Clock::now() + timeout_;
-    if (!wait(requests, deadline)) {
+    if (!wait(requests, peers.size(), deadline)) {
       std::vector<int> missing;
       std::lock_guard lock(mpi_mutex());
       for (std::size_t i = 0; i < peers.size(); ++i) {
@@ -267,21 +267,29 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  // Tests `requests` until all complete (true) or `deadline` passes (false). Open MPI moves a
-  // large all-reduce on (segment after segment) only inside these tests, so they come often: a few
-  // hundred yields, then sleeps backing off to 200 us, so that a rank waiting long for the others
-  // leaves the cores to the work.
-  static bool wait(std::vector<MPI_Request>& requests, Clock::time_point deadline) {
+  // Tests `requests` -- the collective, then `peers` arrival receives -- until all complete (true)
+  // or `deadline` passes (false). Open MPI moves a collective's data on only inside these tests,
+  // so once every peer has arrived (the data is flowing) they come back to back, yielding the
+  // core between them; while a peer has not arrived yet (it is still computing, or stopped) the
+  // rank sleeps between tests, backing off to 200 us, and leaves the cores to the work. (Sleeping
+  // while the data flows made a 42 MiB all-reduce between two local ranks 6x slower.)
+  static bool wait(std::vector<MPI_Request>& requests, std::size_t peers, Clock::time_point deadline) {
+    bool everyone_here = peers == 0;
     auto pause = std::chrono::microseconds(20);
     for (int round = 0;; ++round) {
       int done = 0;
       {
         std::lock_guard lock(mpi_mutex());
         STOKE_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
+        if (!done && !everyone_here) {
+          int here = 0;
+          STOKE_MPI_CHECK(MPI_Testall(static_cast<int>(peers), requests.data() + 1, &here, MPI_STATUSES_IGNORE));
+          everyone_here = here != 0;
+        }
       }
       if (done) return true;
       if (Clock::now() > deadline) return false;
-      if (round < 256) {
+      if (everyone_here || round < 256) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(pause);

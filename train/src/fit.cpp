@@ -143,7 +143,7 @@ class FitRun {
     if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch + 1, Phase::evaluate);
     EpochTotals totals = path.run([this](const BatchTensors& t) { return evaluate_step(t); },
                                   {.stage = "evaluate",
-                                   .progress = progress(Phase::evaluate, static_cast<std::int64_t>(dataset->size())),
+                                   .progress = progress(Phase::evaluate, share_of(dataset->size())),
                                    .window = {}},
                                   {.epoch = static_cast<std::uint32_t>(epoch), .skip = 0, .trace_file = {}});
     if (callbacks_.on_pass_end) callbacks_.on_pass_end(epoch + 1, Phase::evaluate, totals);
@@ -151,6 +151,12 @@ class FitRun {
   }
 
   EpochProgress training_progress() { return progress(Phase::train, -1); }
+  // This rank's items of a validation pass over `size` (every item once over the ranks).
+  std::int64_t share_of(std::size_t size) const {
+    const nodes::OrderOptions& o = order_.options();
+    return static_cast<std::int64_t>(
+        nodes::EpochOrder(size, {.shuffle = false, .seed = 0, .rank = o.rank, .world = o.world}).per_epoch());
+  }
   std::size_t position() const noexcept { return position_; }
 
  private:
@@ -381,6 +387,11 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
   if (first_epoch >= options.epochs) {  // nothing left to train: no pools to make
     result.epochs = first_epoch;
     return result;
+  }
+  if (comm != nullptr && trainer.options().gradient_sync == nullptr) {
+    throw std::invalid_argument("fit: a data-parallel run (" + std::to_string(world) +
+                                " ranks) needs TrainerOptions::gradient_sync (dist::GradientSync), or the replicas "
+                                "would train apart");
   }
   // Every replica starts from rank 0's state, and says so.
   const bool synced_bn = trainer.options().batch_norm_sync != nullptr;
