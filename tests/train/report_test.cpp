@@ -3,6 +3,8 @@
 // what it embeds, and record_fit feeding one from a training run.
 #include "stoke/train/report.hpp"
 
+#include "stoke/train/json.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -262,6 +264,51 @@ TEST(RunRecorder, WritesASelfContainedPageThatEscapesWhatItEmbeds) {
   EXPECT_THAT(page, HasSubstr("<title>stoke train &lt;small_cnn&gt;</title>"));
   EXPECT_THAT(page, HasSubstr("<code>a&amp;b</code>"));
   EXPECT_THAT(page, Not(HasSubstr(why)));
+}
+
+TEST(RunRecorder, ADataParallelRunShowsEachRanksThroughputAndTheAllReduce) {
+  RunRecorder rec;
+  rec.epoch({.epoch = 1,
+             .train_loss = 1,
+             .train_top1 = 0.5,
+             .val_top1 = std::nullopt,
+             .val_top5 = std::nullopt,
+             .images_per_sec = 200,
+             .compute_busy = 0.9});
+  stoke::nodes::test::TempDir dir;
+  rec.write_html(dir / "alone.html", "alone", {});
+  EXPECT_THAT(read(dir / "alone.html"), Not(HasSubstr("images/s by rank")));  // one process: no such column
+
+  rec.epoch({.epoch = 2,
+             .train_loss = 1,
+             .train_top1 = 0.5,
+             .val_top1 = std::nullopt,
+             .val_top5 = std::nullopt,
+             .images_per_sec = 200,
+             .compute_busy = 0.9,
+             .rank_images_per_sec = {101, 99},
+             .allreduce_seconds = 2.5,
+             .allreduce_hidden = 0.75});
+  rec.write_html(dir / "ranks.html", "ranks", {});
+  const std::string page = read(dir / "ranks.html");
+  EXPECT_THAT(page, HasSubstr("images/s by rank"));
+  EXPECT_THAT(page, HasSubstr("101 / 99"));
+  EXPECT_THAT(page, HasSubstr("2.50"));
+  EXPECT_THAT(data_of(page), HasSubstr(R"("rank_images_per_sec":[101,99])"));
+  EXPECT_THAT(data_of(page), HasSubstr(R"("allreduce_hidden":0.75)"));
+}
+
+TEST(EpochJson, ADataParallelEpochCarriesEachRanksThroughputAndTheAllReduce) {
+  EpochSummary s;
+  s.epoch = 1;
+  EXPECT_FALSE(to_json(s).contains("rank_images_per_sec"));  // one process
+  s.rank_images_per_sec = {101.5, 99};
+  s.allreduce_seconds = 4;
+  s.allreduce_exposed_seconds = 1;
+  const auto json = to_json(s);
+  EXPECT_EQ(json.at("rank_images_per_sec").size(), 2u);
+  EXPECT_EQ(json.at("allreduce_seconds"), 4);
+  EXPECT_EQ(json.at("allreduce_hidden"), 0.75);  // 1 s of 4 waited for after backward
 }
 
 TEST(RunRecorder, AnUnwritablePathThrowsNamingIt) {
