@@ -255,6 +255,17 @@ FileList::FileList(fs::path list_file, fs::path root) : list_file_(std::move(lis
     fs::path path(std::move(written));
     return path.is_relative() ? root_ / path : path;
   };
+  // Every resolved path goes into names_, back to back; ends_ marks where each ends. Reserving by
+  // the list's size (plus the root per line) keeps the arena from doubling while it fills.
+  const std::size_t lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  names_.reserve(text.size() + lines * (root_.native().size() + 1));
+  ends_.reserve(lines + 1);
+  labels_.reserve(lines);
+  ends_.push_back(0);
+  const auto add_slot = [&](const fs::path& path) {
+    names_ += path.native();
+    ends_.push_back(names_.size());
+  };
 
   int largest = -1;
   bool first = true;
@@ -294,7 +305,8 @@ FileList::FileList(fs::path list_file, fs::path root) : list_file_(std::move(lis
         Fields fields = split(line);
         const int label = checked_label(fields.label);
         if (fields.path.empty()) throw LineError("empty path before the ','");
-        items_.push_back({resolve(std::move(fields.path)), label});
+        add_slot(resolve(std::move(fields.path)));
+        labels_.push_back(label);
         largest = std::max(largest, label);
         continue;
       }
@@ -308,22 +320,23 @@ FileList::FileList(fs::path list_file, fs::path root) : list_file_(std::move(lis
                         std::to_string(names.size()) + " columns (" + header +
                         "); quote a field that holds a comma (\"a,b.jpg\")");
       }
-      const bool first_row = items_.empty();
+      const bool first_row = labels_.empty();
       if (first_row) {
         first_row_line = line_number;
         counts.assign(target_columns_.size(), 0);
       }
-      Item item{{}, -1};
+      fs::path path;
+      int label = -1;
       std::string mask;
       for (std::size_t c = 0; c < names.size(); ++c) {
         std::string& field = fields[c];
         switch (columns->roles[c]) {
           case Role::path:
             if (field.empty()) throw LineError("column 'path' is empty");
-            item.path = resolve(std::move(field));
+            path = resolve(std::move(field));
             break;
           case Role::label:
-            if (!field.empty()) item.label = checked_label(field);
+            if (!field.empty()) label = checked_label(field);
             break;
           case Role::mask:
             mask = std::move(field);
@@ -348,37 +361,48 @@ FileList::FileList(fs::path list_file, fs::path root) : list_file_(std::move(lis
           target_stride_ += counts[t];
         }
       }
-      if (has_masks_) masks_.push_back(mask.empty() ? fs::path() : resolve(std::move(mask)));
-      largest = std::max(largest, item.label);
-      items_.push_back(std::move(item));
+      add_slot(path);
+      if (has_masks_) add_slot(mask.empty() ? fs::path() : resolve(std::move(mask)));
+      labels_.push_back(label);
+      largest = std::max(largest, label);
     } catch (const LineError& error) {
       throw std::runtime_error(where + std::to_string(line_number) + ": " + error.what());
     }
   }
   for (int label = 0; label <= largest; ++label) classes_.push_back(std::to_string(label));
+  names_.shrink_to_fit();
+  ends_.shrink_to_fit();
+  labels_.shrink_to_fit();
+  target_values_.shrink_to_fit();
 }
 
-const fs::path& FileList::path(std::size_t i) const {
-  if (i >= items_.size()) detail::item_out_of_range("FileList '" + list_file_.string() + "'", i, items_.size());
-  return items_[i].path;
+void FileList::check_index(std::size_t i) const {
+  if (i >= labels_.size()) detail::item_out_of_range("FileList '" + list_file_.string() + "'", i, labels_.size());
 }
 
-const fs::path& FileList::mask_path(std::size_t i) const {
-  static const fs::path none;
-  path(i);  // the range check
-  return has_masks_ ? masks_[i] : none;
+fs::path FileList::path(std::size_t i) const {
+  check_index(i);
+  return fs::path(slot(i * slots_per_item()));
+}
+
+fs::path FileList::mask_path(std::size_t i) const {
+  check_index(i);
+  return has_masks_ ? fs::path(slot(i * 2 + 1)) : fs::path();
 }
 
 int FileList::label(std::size_t i) const {
-  path(i);  // the range check
-  return items_[i].label;
+  check_index(i);
+  return labels_[i];
 }
 
-std::string FileList::name(std::size_t i) const { return path(i).string(); }
+std::string FileList::name(std::size_t i) const {
+  check_index(i);
+  return std::string(slot(i * slots_per_item()));
+}
 
 Sample FileList::read(std::size_t i) const {
-  Sample sample = detail::read_file_sample(path(i), items_[i].label, i);
-  const fs::path& mask = mask_path(i);
+  Sample sample = detail::read_file_sample(path(i), labels_[i], i);
+  const fs::path mask = mask_path(i);
   if (!mask.empty()) {
     try {
       sample.mask = Bytes(read_file(mask.string()));

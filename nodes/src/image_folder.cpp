@@ -103,23 +103,37 @@ ImageFolder::ImageFolder(fs::path root, ImageFolderOptions options) : root_(std:
       if (a_dir.native() != b_dir.native()) return a_dir.native() < b_dir.native();
       return a.filename().native() < b.filename().native();
     });
-    for (fs::path& image : images) items_.push_back({std::move(image), static_cast<int>(label)});
+    for (const fs::path& image : images) {
+      names_ += image.native();
+      ends_.push_back(names_.size());
+    }
+    class_ends_.push_back(size());
     classes_.push_back(class_dirs[label].filename().string());
   }
+  names_.shrink_to_fit();
+  ends_.shrink_to_fit();
 }
 
-const fs::path& ImageFolder::path(std::size_t i) const {
-  if (i >= items_.size()) detail::item_out_of_range("ImageFolder " + quoted(root_), i, items_.size());
-  return items_[i].path;
+void ImageFolder::check_index(std::size_t i) const {
+  if (i >= size()) detail::item_out_of_range("ImageFolder " + quoted(root_), i, size());
+}
+
+fs::path ImageFolder::path(std::size_t i) const {
+  check_index(i);
+  return fs::path(name_view(i));
 }
 
 int ImageFolder::label(std::size_t i) const {
-  if (i >= items_.size()) detail::item_out_of_range("ImageFolder " + quoted(root_), i, items_.size());
-  return items_[i].label;
+  check_index(i);
+  // The first class whose items end after i (an empty class ends where it begins).
+  return static_cast<int>(std::upper_bound(class_ends_.begin(), class_ends_.end(), i) - class_ends_.begin());
 }
 
-std::string ImageFolder::name(std::size_t i) const { return path(i).string(); }
+std::string ImageFolder::name(std::size_t i) const {
+  check_index(i);
+  return std::string(name_view(i));
+}
 
-Sample ImageFolder::read(std::size_t i) const { return detail::read_file_sample(path(i), items_[i].label, i); }
+Sample ImageFolder::read(std::size_t i) const { return detail::read_file_sample(path(i), label(i), i); }
 
 }  // namespace stoke::nodes

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -202,6 +203,59 @@ TEST(FileListColumns, AnEmptyMaskFieldMeansNoMask) {
   EXPECT_TRUE(list.read(0).mask.empty());
   EXPECT_EQ(list.mask_path(1), dir / "b_mask.png");
   EXPECT_EQ(test::to_vector(list.read(1).mask), test::distinct_bytes(3));
+}
+
+TEST(FileListColumns, PathsAndMasksOfManyItemsComeBackEachItsOwn) {
+  // Paths and masks share one arena: every item's path and mask (or none) must come back intact,
+  // for paths of every length, absolute or relative, with masks present and absent in any mix.
+  TempDir dir;
+  std::string text = "path,mask,label\n";
+  std::vector<std::string> paths, masks;
+  for (int i = 0; i < 300; ++i) {
+    const std::string path = (i % 7 == 0 ? "/abs/" : "") + std::string(static_cast<std::size_t>(i % 23) + 1, 'p') +
+                             std::to_string(i) + ".jpg";
+    const std::string mask =
+        i % 3 == 0 ? "" : "m/" + std::string(static_cast<std::size_t>(i % 11), 'm') + std::to_string(i);
+    text += path + "," + mask + "," + (i % 5 == 0 ? "" : std::to_string(i)) + "\n";
+    paths.push_back(path.front() == '/' ? path : (dir / path).string());
+    masks.push_back(mask.empty() ? "" : (dir / mask).string());
+  }
+  test::write_text(dir / "list.csv", text);
+  const FileList list(dir / "list.csv");
+  ASSERT_EQ(list.size(), 300u);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list.name(i), paths[i]) << i;
+    EXPECT_EQ(list.path(i).string(), paths[i]) << i;
+    EXPECT_EQ(list.mask_path(i).string(), masks[i]) << i;
+    EXPECT_EQ(list.label(i), i % 5 == 0 ? -1 : static_cast<int>(i)) << i;
+  }
+  EXPECT_EQ(list.classes().size(), 300u);  // "0" ... "299"
+  for (const auto& call :
+       std::vector<std::function<void()>>{[&] { (void)list.name(300); }, [&] { (void)list.path(300); },
+                                          [&] { (void)list.mask_path(300); }, [&] { (void)list.label(300); }}) {
+    EXPECT_THROW(call(), std::out_of_range);
+  }
+  EXPECT_THAT(test::error_message([&] { (void)list.name(300); }),
+              HasSubstr("item 300 is out of range (the dataset has 300 items)"));
+}
+
+TEST(FileList, LegacyItemsOfEveryPathLengthComeBackIntact) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i)
+    text +=
+        std::string(static_cast<std::size_t>(i % 37) + 1, 'a') + std::to_string(i) + "," + std::to_string(i % 4) + "\n";
+  test::write_text(dir / "list.csv", text);
+  const FileList list(dir / "list.csv", "/root");
+  ASSERT_EQ(list.size(), 200u);
+  EXPECT_FALSE(list.has_masks());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string expected = "/root/" + std::string(i % 37 + 1, 'a') + std::to_string(i);
+    EXPECT_EQ(list.name(i), expected) << i;
+    EXPECT_EQ(list.path(i), fs::path(expected)) << i;
+    EXPECT_TRUE(list.mask_path(i).empty()) << i;
+    EXPECT_EQ(list.label(i), static_cast<int>(i % 4)) << i;
+  }
 }
 
 TEST(FileListColumns, AMissingMaskFileIsAnErrorAtReadNamingIt) {

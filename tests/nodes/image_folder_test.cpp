@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -211,6 +212,25 @@ TEST(ImageFolder, EmptyClassFolderIsAnErrorUnlessAllowed) {
   EXPECT_EQ(folder.classes(), (std::vector<std::string>{"a", "b", "c"}));
   ASSERT_EQ(folder.size(), 2u);
   EXPECT_EQ(folder.label(1), 2);  // c keeps its index
+}
+
+TEST(ImageFolder, LabelsFollowClassesWithEmptyOnesFirstBetweenAndLast) {
+  // Labels are not stored per item but found from where each class's items end.
+  TempDir dir;
+  for (const char* empty : {"a", "c", "d", "f"}) test::write_text(dir / empty / "readme.txt", "no images");
+  for (int i = 0; i < 3; ++i) test::write_bytes(dir / "b" / (std::to_string(i) + ".jpg"), test::distinct_bytes(1));
+  for (int i = 0; i < 2; ++i) test::write_bytes(dir / "e" / (std::to_string(i) + ".png"), test::distinct_bytes(2));
+  const ImageFolder folder(dir.path(), {.allow_empty_classes = true});
+  EXPECT_EQ(folder.classes(), (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}));
+  ASSERT_EQ(folder.size(), 5u);
+  std::vector<int> labels;
+  for (std::size_t i = 0; i < folder.size(); ++i) labels.push_back(folder.label(i));
+  EXPECT_EQ(labels, (std::vector<int>{1, 1, 1, 4, 4}));
+  EXPECT_EQ(relative_names(folder), (std::vector<std::string>{"b/0.jpg", "b/1.jpg", "b/2.jpg", "e/0.png", "e/1.png"}));
+  EXPECT_EQ(folder.path(3), dir / "e" / "0.png");
+  EXPECT_EQ(folder.read(4).label, 4);
+  EXPECT_THROW((void)folder.name(5), std::out_of_range);
+  EXPECT_THROW((void)folder.path(5), std::out_of_range);
 }
 
 TEST(ImageFolder, SymbolicLinksAreFollowedButALoopIsNot) {

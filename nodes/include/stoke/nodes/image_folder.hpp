@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "stoke/nodes/dataset.hpp"
@@ -43,6 +45,9 @@ struct ImageFolderOptions {
 /// directly in the root. Symbolic links are followed; a link that leads back to a folder already
 /// being walked is skipped (no endless loop).
 ///
+/// Memory: the paths lie back to back in one string, with one 8-byte offset per item; labels are
+/// not stored per item (items are in class order: each class's items end at a recorded index).
+///
 /// Thread-safety: immutable after construction; read() may be called from any number of threads.
 class ImageFolder final : public Dataset {
  public:
@@ -50,7 +55,7 @@ class ImageFolder final : public Dataset {
   /// exist, is not a folder, has no class folders, or (see options) has an empty class folder.
   explicit ImageFolder(std::filesystem::path root, ImageFolderOptions options = {});
 
-  std::size_t size() const noexcept override { return items_.size(); }
+  std::size_t size() const noexcept override { return ends_.size() - 1; }
   int label(std::size_t i) const override;
   /// The item's path (root / class / file).
   std::string name(std::size_t i) const override;
@@ -61,17 +66,20 @@ class ImageFolder final : public Dataset {
 
   const std::filesystem::path& root() const noexcept { return root_; }
   /// The item's path (root / class / file).
-  const std::filesystem::path& path(std::size_t i) const;
+  std::filesystem::path path(std::size_t i) const;
 
  private:
-  struct Item {
-    std::filesystem::path path;
-    int label;
-  };
+  /// Throws std::out_of_range naming the folder unless i < size().
+  void check_index(std::size_t i) const;
+  std::string_view name_view(std::size_t i) const noexcept {
+    return std::string_view(names_).substr(ends_[i], ends_[i + 1] - ends_[i]);
+  }
 
   std::filesystem::path root_;
   std::vector<std::string> classes_;
-  std::vector<Item> items_;
+  std::string names_;                    ///< the items' paths back to back, no separators
+  std::vector<std::uint64_t> ends_{0};   ///< item i's path spans [ends_[i], ends_[i + 1])
+  std::vector<std::size_t> class_ends_;  ///< class c's items end at index class_ends_[c]
   std::vector<IgnoredFile> ignored_;
 };
 
