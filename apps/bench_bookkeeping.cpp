@@ -16,9 +16,13 @@
 // mapped blocks, after minus before, divided by the entries), that heap beyond the path bytes per
 // file, and whether the target (at most 100 bytes per file beyond the paths) is met; also VmRSS
 // and VmHWM (the peak so far) of the process from /proc/self/status. A `result ...` line per
-// dataset follows, for scripts. Exits 1 when a target is missed.
+// dataset follows, for scripts.
 //
-//   stoke_bench_bookkeeping [--files N] [--folder-files M] [--no-columns] [--dir /tmp]
+// Then the soak (--soak-epochs E, default 20; 0 skips it): E short epochs of one input pipeline
+// over 1,000 shapes images, VmRSS at each epoch's end; the target is the last within 2% of the
+// second. Exits 1 when a target is missed.
+//
+//   stoke_bench_bookkeeping [--files N] [--folder-files M] [--no-columns] [--soak-epochs E] [--dir /tmp]
 #include <malloc.h>
 #include <unistd.h>
 
@@ -30,8 +34,13 @@
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <stoke/gpu/device.hpp>
+#include <stoke/gpu/stream.hpp>
 #include <stoke/nodes/file_list.hpp>
 #include <stoke/nodes/image_folder.hpp>
+#include <stoke/nodes/shapes.hpp>
+#include <stoke/train/epoch.hpp>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -136,11 +145,43 @@ struct TempDir {
 
 }  // namespace
 
+// The soak: `epochs` short epochs of one pipeline (read, decode + random crop + flip, batch, a
+// compute stage that does nothing) over a small shapes dataset, VmRSS read at each epoch's end.
+// Memory that grows with the epochs (a queue, a pool, a per-epoch table never freed) shows as the
+// last epoch's RSS above the second's (the first still allocates its pools and caches).
+bool soak(const fs::path& dir, std::uint32_t epochs) {
+  const fs::path root = dir / "soak";
+  nodes::write_shapes_dataset({.out = root, .classes = 4, .train_per_class = 250, .val_per_class = 0, .size = 48,
+                               .seed = 1, .quality = 90, .force = false, .threads = 2});
+  const auto dataset = std::make_shared<nodes::ImageFolder>(root / "train");
+  train::InputConfig config;
+  config.batch_size = 32;
+  config.size = 32;
+  config.transforms = {"random_resized_crop size=32", "random_horizontal_flip", "normalize"};
+  train::ComputePath path(dataset, config, gpu::Device::cpu(), gpu::StreamView::host());
+  std::vector<double> rss_mib;
+  path.run_epochs([](const train::BatchTensors&) { return train::StepResult{}; }, {.stage = "train"}, {}, epochs,
+                  [&](std::uint32_t epoch, train::EpochTotals& totals) {
+                    rss_mib.push_back(static_cast<double>(rss().rss_kib) / 1024.0);
+                    std::printf("  epoch %2u: %lld images, VmRSS %.1f MiB\n", epoch + 1,
+                                static_cast<long long>(totals.images), rss_mib.back());
+                    return true;
+                  });
+  const double ratio = rss_mib.size() >= 2 ? rss_mib.back() / rss_mib[1] : 0;
+  const bool flat = ratio > 0 && ratio <= 1.02;
+  std::printf("soak: %u epochs of %zu images; VmRSS at the last epoch's end / at the second's = %.4f (%s)\n",
+              epochs, dataset->size(), ratio, flat ? "within 2%" : "more than 2%: memory grows with the epochs");
+  std::printf("result soak epochs=%u rss_second_mib=%.1f rss_last_mib=%.1f ratio=%.4f\n", epochs,
+              rss_mib.size() >= 2 ? rss_mib[1] : 0.0, rss_mib.empty() ? 0.0 : rss_mib.back(), ratio);
+  return flat;
+}
+
 int main(int argc, char** argv) try {
   std::size_t files = 1'000'000;
   std::size_t folder_files = 20'000;
   fs::path dir = fs::temp_directory_path();
   bool columns = true;
+  std::uint32_t soak_epochs = 20;
   for (int a = 1; a < argc; ++a) {
     const std::string_view arg = argv[a];
     const char* value = a + 1 < argc ? argv[a + 1] : nullptr;
@@ -150,6 +191,9 @@ int main(int argc, char** argv) try {
     } else if (arg == "--folder-files") {
       folder_files = parse_count(arg, value);
       ++a;
+    } else if (arg == "--soak-epochs") {
+      soak_epochs = static_cast<std::uint32_t>(parse_count(arg, value));
+      ++a;
     } else if (arg == "--no-columns") {
       columns = false;
     } else if (arg == "--dir" && value != nullptr) {
@@ -157,7 +201,8 @@ int main(int argc, char** argv) try {
       ++a;
     } else {
       std::fprintf(stderr,
-                   "usage: stoke_bench_bookkeeping [--files N] [--folder-files M] [--no-columns] [--dir /tmp]\n");
+                   "usage: stoke_bench_bookkeeping [--files N] [--folder-files M] [--no-columns] [--soak-epochs E] "
+                   "[--dir /tmp]\n");
       return 2;
     }
   }
@@ -209,6 +254,7 @@ int main(int argc, char** argv) try {
     const auto open = [&] { return std::make_unique<nodes::FileList>(list, fs::path("/data/root")); };
     met = measure("FileList-columns", open, path_and_mask_bytes) && met;
   }
+  if (soak_epochs >= 2) met = soak(temp.path, soak_epochs) && met;
   return met ? 0 : 1;
 } catch (const std::exception& error) {
   std::fprintf(stderr, "stoke_bench_bookkeeping: %s\n", error.what());
