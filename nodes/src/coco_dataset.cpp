@@ -64,7 +64,10 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
   for (const json& c : array_named(document, "categories", file)) {
     const auto id = c.is_object() ? id_of(c.value("id", json())) : std::nullopt;
     if (!id) throw std::runtime_error(file + ": a category without an integer id: " + c.dump());
-    categories.emplace_back(*id, c.value("name", std::to_string(*id)));
+    const json name = c.value("name", json(std::to_string(*id)));
+    if (!name.is_string())
+      throw std::runtime_error(file + ": category " + std::to_string(*id) + ": its name is not a string: " + name.dump());
+    categories.emplace_back(*id, name.get<std::string>());
   }
   std::sort(categories.begin(), categories.end());
   std::unordered_map<std::int64_t, std::int32_t> class_of;
@@ -133,7 +136,12 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
                     std::to_string(static_cast<long long>(image.height)) + ")");
       continue;
     }
-    const float crowd = a.value("iscrowd", 0) != 0 ? 1.0f : 0.0f;
+    const json iscrowd = a.value("iscrowd", json(0));
+    if (!iscrowd.is_number() && !iscrowd.is_boolean()) {
+      bad(what, "its iscrowd is not a number: " + iscrowd.dump());
+      continue;
+    }
+    const float crowd = std::trunc(iscrowd.get<double>()) != 0 ? 1.0f : 0.0f;
     if (crowd > 0 && !options.keep_crowd) continue;
     const auto clamp = [](double v, double hi) { return static_cast<float>(std::clamp(v, 0.0, hi)); };
     boxes.push_back({position_of[*image_id],

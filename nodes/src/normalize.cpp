@@ -62,7 +62,11 @@ Normalize::Normalize(std::vector<float> mean, std::vector<float> stddev, float r
     throw std::invalid_argument("normalize: range must be finite and >= 0 (0: the pixel type's full scale), got " +
                                 std::to_string(range_));
   const float u8_range = range_for(CV_8U);
-  const std::size_t listed = std::max(mean_.size(), stddev_.size());
+  // A table per channel both lists give (one value serves every channel); images with more
+  // channels than a longer list gives are refused (refuses()).
+  const std::size_t listed = mean_.size() == 1    ? stddev_.size()
+                             : stddev_.size() == 1 ? mean_.size()
+                                                   : std::min(mean_.size(), stddev_.size());
   tables_.resize(listed);
   for (std::size_t c = 0; c < listed; ++c) {
     const float m = mean_[entry(mean_, static_cast<int>(c))];

@@ -361,7 +361,8 @@ std::optional<TarIndex> parse_index(std::span<const std::byte> bytes, std::uint6
     entry.kind = static_cast<TarEntryKind>(kind);
     if (text_at > strings_size || name_size + reason_size > strings_size - text_at) return std::nullopt;
     if (entry.kind == TarEntryKind::member &&
-        (entry.offset > size || entry.size > size - entry.offset || entry.value < bad_label)) {
+        (entry.offset > size || entry.size > size - entry.offset || entry.value < bad_label ||
+         entry.value > max_label)) {
       return std::nullopt;
     }
     entry.name.assign(strings + text_at, name_size);

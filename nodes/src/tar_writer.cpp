@@ -94,8 +94,10 @@ nlohmann::json json_number(float value) {
 std::string json_targets(const Sample& sample) {
   nlohmann::json object = nlohmann::json::object();
   for (const auto& [name, target] : sample.targets) {
+    // Captures the binding through a reference: clang before 16 cannot capture structured bindings.
+    const std::string& key = name;
     const auto bad = [&](const std::string& why) {
-      return std::invalid_argument(sample.name + ": target '" + name + "' " + why);
+      return std::invalid_argument(sample.name + ": target '" + key + "' " + why);
     };
     if (target.shape.size() > 1) {
       throw bad("has " + std::to_string(target.shape.size()) +

@@ -100,6 +100,24 @@ TEST(CocoDataset, BadAnnotationsAreLeftOutAndNamedOrFailTheRun) {
   EXPECT_THAT(test::error_message([&] { CocoDataset(dir / "broken.json", dir.path()); }), HasSubstr("not valid JSON"));
 }
 
+// Found by coco_fuzz (nodes/fuzz): a category name or an iscrowd of another JSON type escaped as
+// nlohmann::json's type_error instead of the documented std::runtime_error / a listed annotation.
+TEST(CocoDataset, ValuesOfTheWrongJsonTypeAreNamedNotThrownAsJsonErrors) {
+  const TempDir dir;
+  test::write_text(dir / "name.json", R"({"images": [], "annotations": [], "categories": [{"id": 1, "name": 5}]})");
+  EXPECT_THAT(test::error_message([&] { CocoDataset(dir / "name.json", dir.path()); }),
+              HasSubstr("category 1: its name is not a string: 5"));
+  test::write_text(dir / "crowd.json", R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 9, "height": 9}],
+    "annotations": [{"id": 7, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "iscrowd": "yes"},
+                    {"id": 8, "image_id": 1, "category_id": 1, "bbox": [0, 0, 2, 2], "iscrowd": 1e300}],
+    "categories": [{"id": 1}]})");
+  const CocoDataset coco(dir / "crowd.json", dir.path());
+  ASSERT_EQ(coco.ignored().size(), 1u);
+  EXPECT_THAT(coco.ignored()[0].path + ": " + coco.ignored()[0].reason, HasSubstr("annotation 7: its iscrowd is not a number"));
+  EXPECT_EQ(coco.boxes(), 1u);
+  EXPECT_EQ(coco.classes(), (std::vector<std::string>{"1"}));
+}
+
 TEST(CocoDataset, InAPipelineEveryImageIsBatchedOrSkippedAndNamed) {
   const TempDir dir;
   const auto coco = std::make_shared<CocoDataset>(write_coco(dir), dir / "images");

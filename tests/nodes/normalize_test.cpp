@@ -199,6 +199,20 @@ TEST(Normalize, SixteenBitSignedAndFloatPixelsByTheirRange) {
   expect_bitwise_equal(apply(Normalize(mean, stddev), f32).pixels, reference_any<float>(f32, 1.0f, mean, stddev));
 }
 
+// Found by transform_spec_fuzz (nodes/fuzz): "normalize mean=0.5,0.5,0.5,1.5" (four means, the
+// three default stds) read past the end of the std list while making the uint8 tables.
+TEST(Normalize, ListsOfDifferentLengthsServeTheChannelsBothGive) {
+  const std::vector<float> mean{0.5f, 0.5f, 0.5f, 1.5f};
+  const std::vector<float> stddev{Normalize::imagenet_std.begin(), Normalize::imagenet_std.end()};
+  const Normalize normalize(mean, stddev);
+  const cv::Mat rgb = random_image({6, 5}, 11);
+  expect_bitwise_equal(apply(normalize, rgb).pixels,
+                       reference(rgb, {0.5f, 0.5f, 0.5f}, Normalize::imagenet_std));
+  Image four{.pixels = random_mat({4, 4}, CV_8UC(4), 0, 256, 12), .name = "four.png"};
+  ItemRng rng(0, 0, 0);
+  EXPECT_THROW(normalize(four, rng), std::invalid_argument);  // 3 stds for 4 channels
+}
+
 TEST(Normalize, RefusesTooFewValuesForTheChannelsNamingTheImage) {
   Image image{.pixels = random_mat({4, 4}, CV_8UC(4), 0, 256, 10), .name = "scan.png"};
   ItemRng rng(0, 0, 0);

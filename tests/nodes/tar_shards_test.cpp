@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -286,6 +287,42 @@ TEST(TarShards, IndexIsWrittenOnceReusedAndRebuiltWhenTheShardChanges) {
   const TarShards repaired(shard, no_fallback());
   EXPECT_EQ(repaired.shards()[0].source, TarIndexSource::written);
   EXPECT_EQ(repaired.size(), 5u);
+}
+
+// Found by tar_index_fuzz (nodes/fuzz): an index whose .cls entry held a label above 999999 was
+// loaded, and classes() then made a name for every number up to it (2^31 - 1: out of memory).
+TEST(TarShards, AnIndexWithALabelOutOfRangeIsRebuilt) {
+  TempDir dir;
+  const fs::path shard = dir / "s.tar";
+  const fs::path index = tar_index_path(shard);
+  write_tar(shard, labelled_samples(1));
+  ASSERT_EQ(TarShards(shard, no_fallback()).shards()[0].source, TarIndexSource::written);
+
+  // The .cls entry (value 0) given label 2^31 - 1, and the checksum (FNV-1a 64, at 56) repaired.
+  std::vector<std::byte> bytes = read_file(index.string());
+  const auto u32_at = [&](std::size_t at) {
+    std::uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = v << 8 | std::to_integer<std::uint32_t>(bytes[at + static_cast<std::size_t>(i)]);
+    return v;
+  };
+  const std::size_t entries = u32_at(32);
+  ASSERT_EQ(entries, 2u);
+  const std::size_t value_at = u32_at(64 + 40 + 36) == 0 ? 64 + 40 + 36 : 64 + 36;
+  ASSERT_EQ(u32_at(value_at), 0u);
+  for (std::size_t i = 0; i < 4; ++i) bytes[value_at + i] = std::byte{static_cast<unsigned char>(i == 3 ? 0x7f : 0xff)};
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const unsigned byte = i >= 56 && i < 64 ? 0U : std::to_integer<unsigned>(bytes[i]);
+    hash = (hash ^ byte) * 0x100000001b3ULL;
+  }
+  for (std::size_t i = 0; i < 8; ++i) bytes[56 + i] = std::byte{static_cast<unsigned char>(hash >> (8 * i))};
+  test::write_bytes(index, bytes);
+
+  const TarShards reopened(shard, no_fallback());
+  EXPECT_EQ(reopened.shards()[0].source, TarIndexSource::written);
+  ASSERT_EQ(reopened.size(), 1u);
+  EXPECT_EQ(reopened.label(0), 0);
+  EXPECT_EQ(reopened.classes().size(), 1u);
 }
 
 TEST(TarShards, IndexGoesToTheCacheFolderWhenItCannotGoBesideTheShard) {
