@@ -14,7 +14,7 @@
 # They are copied into a scratch corpus, $BUILD/fuzz-work/<harness>/corpus, which grows from run
 # to run; the repository's seeds stay small. What a harness finds is written to
 # $BUILD/fuzz-work/<harness>/ (crash-*, timeout-*, leak-*, oom-*), its log to .../fuzz.log.
-# Reproduce one: $BUILD/nodes/fuzz/<harness> <file>. Once fixed, copy the input into the seeds.
+# Reproduce one: $BUILD/nodes/fuzz/<harness> <file> ($BUILD/nn/fuzz/ for safetensors_fuzz). Once fixed, copy the input into the seeds.
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -29,14 +29,24 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
 fi
 cmake --build "$build" -j"$jobs" --target stoke_fuzzers
 
-bin="$build/nodes/fuzz"
+# A harness's executable: nodes/fuzz's, or nn/fuzz's (safetensors).
+binary() {
+  local dir
+  for dir in nodes/fuzz nn/fuzz; do
+    if [[ -x "$build/$dir/$1" ]]; then
+      echo "$build/$dir/$1"
+      return
+    fi
+  done
+  echo "$build/nodes/fuzz/$1"
+}
 if [[ $# -gt 0 ]]; then
   harnesses=("$@")
 else
   harnesses=()
   for h in decode_fuzz fused_decode_fuzz packed_fuzz cifar_fuzz file_list_fuzz transform_spec_fuzz tar_fuzz \
-           tar_index_fuzz coco_fuzz dicom_fuzz; do
-    [[ -x "$bin/$h" ]] && harnesses+=("$h")
+           tar_index_fuzz coco_fuzz dicom_fuzz safetensors_fuzz; do
+    [[ -x "$(binary "$h")" ]] && harnesses+=("$h")
   done
 fi
 
@@ -46,8 +56,9 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:suppre
 failed=0
 summary=()
 for h in "${harnesses[@]}"; do
-  if [[ ! -x "$bin/$h" ]]; then
-    echo "fuzz.sh: no harness $bin/$h" >&2
+  exe="$(binary "$h")"
+  if [[ ! -x "$exe" ]]; then
+    echo "fuzz.sh: no harness $exe" >&2
     exit 2
   fi
   work="$build/fuzz-work/$h"
@@ -61,9 +72,10 @@ for h in "${harnesses[@]}"; do
   # DCMTK allocates an element's declared length (up to 4 GiB) before it finds the input shorter;
   # the allocation is untouched and freed with the error, so only single mallocs past 4 GiB count.
   [[ $h == dicom_fuzz ]] && extra+=(-malloc_limit_mb=4200)
+  [[ -f "$root/nn/fuzz/${h%_fuzz}.dict" ]] && extra+=(-dict="$root/nn/fuzz/${h%_fuzz}.dict")
   rc=0
   # shellcheck disable=SC2086  # FUZZ_ARGS is a list of flags
-  "$bin/$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${extra[@]}" \
+  "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${extra[@]}" \
     -artifact_prefix="$work/" ${FUZZ_ARGS:-} "$work/corpus" </dev/null >"$work/fuzz.log" 2>&1 || rc=$?
   execs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | tail -1 | grep -o '[0-9]*$' || true)"
   cov="$(grep -o 'cov: [0-9]*' "$work/fuzz.log" | tail -1 | grep -o '[0-9]*$' || true)"
