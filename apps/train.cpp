@@ -123,12 +123,14 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "a training transform spec, repeatable, in order (default: random_resized_crop size=S scale=0.35:1,\n"
       "random_horizontal_flip, normalize; for the built-in dataset no crop); `stoke bench pipeline\n"
       "--list-transforms` lists them. The batches cross to the device as uint8: a last normalize runs\n"
-      "there; without one the pixels are scaled to 0..1")("plugin", po::value(&c.plugins)->composing(),
-                                       "a shared library of extra transforms (see examples/plugin), repeatable")(
+      "there; without one the pixels are scaled to 0..1")(
+      "plugin", po::value(&c.plugins)->composing(),
+      "a shared library of extra transforms (see examples/plugin), repeatable")(
       "seed", value(&r.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
       "bit-identical weights for a seed whatever --threads (the CPU device always is; CUDA is refused)")(
-      "trace", po::value(&c.trace), "write a Chrome trace (Perfetto, chrome://tracing) of the training pipeline (all epochs, its first 1M spans)")(
+      "trace", po::value(&c.trace),
+      "write a Chrome trace (Perfetto, chrome://tracing) of the training pipeline (all epochs, its first 1M spans)")(
       "report", po::value(&c.report),
       "write an HTML page of the run (self-contained): throughput and busy % over time, per-stage\n"
       "busy/starved/blocked, the scheduler's moves, loss and accuracy per epoch, skipped files;\n"
@@ -142,8 +144,8 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "pad (repeat the first ones)")(
       "dist-timeout", value(&c.dist_timeout),
       "data-parallel: seconds a rank waits for the others at a collective before the job fails, naming the "
-      "ranks that did not come")(
-      "bucket-mb", value(&c.bucket_mb), "data-parallel: MiB of gradients per all-reduce bucket");
+      "ranks that did not come")("bucket-mb", value(&c.bucket_mb),
+                                 "data-parallel: MiB of gradients per all-reduce bucket");
   cli.config_file_option("config");
 }
 
@@ -172,7 +174,8 @@ std::string check(TrainConfig& c) {
   for (std::size_t i = 0; i + 1 < r.transforms.size(); ++i) {
     if (r.transforms[i].rfind("normalize", 0) == 0) {
       return "normalize must be the last --transform (the compute stage runs it on the device, after the "
-             "others); got '" + r.transforms[i + 1] + "' after it";
+             "others); got '" +
+             r.transforms[i + 1] + "' after it";
     }
   }
   r.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
@@ -200,8 +203,8 @@ void print_ranks(const EpochSummary& s) {
     rates += (r == 0 ? "" : ", ") + std::to_string(static_cast<long long>(s.rank_images_per_sec[r]));
   }
   const double hidden = allreduce_hidden(s);
-  std::printf("  ranks: %s images/s; all-reduce %.2f s, %.0f%% hidden under backward (%.2f s waited)\n",
-              rates.c_str(), s.allreduce_seconds, 100 * hidden, s.allreduce_exposed_seconds);
+  std::printf("  ranks: %s images/s; all-reduce %.2f s, %.0f%% hidden under backward (%.2f s waited)\n", rates.c_str(),
+              s.allreduce_seconds, 100 * hidden, s.allreduce_exposed_seconds);
   std::fflush(stdout);
 }
 
@@ -309,8 +312,8 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
                  data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size,
                  recipe.batch);
     if (!alone) {
-      std::fprintf(stderr, "stoke train: %d ranks (%s%s): %d images per step, %zu gradient buckets%s\n",
-                   comm.world(), comm.describe().c_str(), nccl ? (", gradients over " + nccl->describe()).c_str() : "",
+      std::fprintf(stderr, "stoke train: %d ranks (%s%s): %d images per step, %zu gradient buckets%s\n", comm.world(),
+                   comm.describe().c_str(), nccl ? (", gradients over " + nccl->describe()).c_str() : "",
                    recipe.batch * comm.world(), gradient_sync->buckets(), c.sync_bn ? ", batch norm synced" : "");
     }
   }
@@ -385,16 +388,16 @@ int train(int argc, char** argv) {
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
   if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
-  const std::unique_ptr<dist::Communicator> comm = dist::connect(
-      {.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000))});
+  const std::unique_ptr<dist::Communicator> comm =
+      dist::connect({.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000))});
   if (comm->world() == 1) return run_training(c, cli, *comm);
   // A rank that fails ends the whole job, naming itself: the others would otherwise wait at their
   // next collective until the timeout.
   try {
     return run_training(c, cli, *comm);
   } catch (const std::exception& error) {
-    comm->abort("stoke train: rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->world()) +
-                ": " + error.what());
+    comm->abort("stoke train: rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->world()) + ": " +
+                error.what());
   }
   return 1;  // not reached: abort() ends the process
 }

@@ -26,9 +26,7 @@ class LocalCommunicator final : public Communicator {
   void all_reduce(std::span<double>, ReduceOp) override {}
   void all_reduce(std::span<std::int64_t>, ReduceOp) override {}
   void broadcast(std::span<std::byte>, int root) override { check_root(root); }
-  std::vector<std::byte> all_gather(std::span<const std::byte> bytes) override {
-    return {bytes.begin(), bytes.end()};
-  }
+  std::vector<std::byte> all_gather(std::span<const std::byte> bytes) override { return {bytes.begin(), bytes.end()}; }
   void barrier() override {}
   std::unique_ptr<Communicator> split() override { return std::make_unique<LocalCommunicator>(); }
   [[noreturn]] void abort(const std::string& message, int code) override {

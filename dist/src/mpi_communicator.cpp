@@ -36,13 +36,14 @@ std::mutex& mpi_mutex() {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(code, text, &length);
-  throw std::runtime_error(std::string("MPI: ") + call + " failed: " + std::string(text, static_cast<std::size_t>(length)) +
-                           " (" + file + ":" + std::to_string(line) + ")");
+  throw std::runtime_error(std::string("MPI: ") + call +
+                           " failed: " + std::string(text, static_cast<std::size_t>(length)) + " (" + file + ":" +
+                           std::to_string(line) + ")");
 }
 
-#define STOKE_MPI_CHECK(call)                                 \
-  do {                                                        \
-    const int stoke_mpi_code_ = (call);                       \
+#define STOKE_MPI_CHECK(call)                                                             \
+  do {                                                                                    \
+    const int stoke_mpi_code_ = (call);                                                   \
     if (stoke_mpi_code_ != MPI_SUCCESS) fail(stoke_mpi_code_, #call, __FILE__, __LINE__); \
   } while (0)
 
@@ -90,9 +91,12 @@ int count_of(std::size_t n) {
 
 MPI_Op op_of(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return MPI_SUM;
-    case ReduceOp::min: return MPI_MIN;
-    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::sum:
+      return MPI_SUM;
+    case ReduceOp::min:
+      return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
   }
   return MPI_SUM;
 }
@@ -115,8 +119,8 @@ constexpr int kArrivalTag = 7;
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(std::shared_ptr<Session> session, MPI_Comm parent, std::chrono::milliseconds timeout,
-                  int local_rank, int local_world)
+  MpiCommunicator(std::shared_ptr<Session> session, MPI_Comm parent, std::chrono::milliseconds timeout, int local_rank,
+                  int local_world)
       : session_(std::move(session)), timeout_(timeout) {
     std::lock_guard lock(mpi_mutex());
     STOKE_MPI_CHECK(MPI_Comm_dup(parent, &comm_));
@@ -159,7 +163,9 @@ class MpiCommunicator final : public Communicator {
     return "mpi (" + name + "), rank " + std::to_string(rank_) + " of " + std::to_string(world_);
   }
 
-  void all_reduce(std::span<float> values, ReduceOp op) override { reduce(values.data(), values.size(), MPI_FLOAT, op); }
+  void all_reduce(std::span<float> values, ReduceOp op) override {
+    reduce(values.data(), values.size(), MPI_FLOAT, op);
+  }
   void all_reduce(std::span<double> values, ReduceOp op) override {
     reduce(values.data(), values.size(), MPI_DOUBLE, op);
   }
@@ -172,17 +178,15 @@ class MpiCommunicator final : public Communicator {
       throw std::invalid_argument("broadcast from rank " + std::to_string(root) + " in a world of " +
                                   std::to_string(world_));
     }
-    run("broadcast", [&](MPI_Request* r) {
-      return MPI_Ibcast(bytes.data(), count_of(bytes.size()), MPI_BYTE, root, comm_, r);
-    });
+    run("broadcast",
+        [&](MPI_Request* r) { return MPI_Ibcast(bytes.data(), count_of(bytes.size()), MPI_BYTE, root, comm_, r); });
   }
 
   std::vector<std::byte> all_gather(std::span<const std::byte> bytes) override {
     std::vector<std::byte> out(bytes.size() * static_cast<std::size_t>(world_));
     const int n = count_of(bytes.size());
-    run("all-gather", [&](MPI_Request* r) {
-      return MPI_Iallgather(bytes.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE, comm_, r);
-    });
+    run("all-gather",
+        [&](MPI_Request* r) { return MPI_Iallgather(bytes.data(), n, MPI_BYTE, out.data(), n, MPI_BYTE, comm_, r); });
     return out;
   }
 
@@ -207,9 +211,8 @@ class MpiCommunicator final : public Communicator {
  private:
   void reduce(void* data, std::size_t n, MPI_Datatype type, ReduceOp op) {
     if (n == 0) return;
-    run("all-reduce", [&](MPI_Request* r) {
-      return MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), type, op_of(op), comm_, r);
-    });
+    run("all-reduce",
+        [&](MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, count_of(n), type, op_of(op), comm_, r); });
   }
 
   // Runs one collective, started by `start`, to its end or the timeout, with the arrival messages

@@ -48,11 +48,14 @@ void broadcast_state(Communicator& comm, nn::Layer& model, nn::Optimizer* optimi
 
 std::uint64_t state_checksum(nn::Layer& model, nn::Optimizer* optimizer, nn::StreamView stream, bool buffers) {
   std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for_each_state_tensor(model, optimizer, [&](nn::Tensor& t) {
-    if (!t.defined()) return;
-    const nn::Tensor host = on_host(t, stream);
-    hash = fnv1a(host.data(), host.bytes(), hash);
-  }, buffers);
+  for_each_state_tensor(
+      model, optimizer,
+      [&](nn::Tensor& t) {
+        if (!t.defined()) return;
+        const nn::Tensor host = on_host(t, stream);
+        hash = fnv1a(host.data(), host.bytes(), hash);
+      },
+      buffers);
   return hash;
 }
 
@@ -69,8 +72,9 @@ void check_replicas(Communicator& comm, nn::Layer& model, nn::Optimizer* optimiz
     if (sums[r] != sums[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
   }
   if (!differ.empty()) {
-    throw std::runtime_error("rank " + std::to_string(comm.rank()) + ": at " + when + " the training state of rank(s) " +
-                             differ + " differs from rank 0's (checksums compared): the replicas drifted apart "
+    throw std::runtime_error("rank " + std::to_string(comm.rank()) + ": at " + when +
+                             " the training state of rank(s) " + differ +
+                             " differs from rank 0's (checksums compared): the replicas drifted apart "
                              "(a nondeterministic kernel, or ranks that resumed from different checkpoints)");
   }
 }

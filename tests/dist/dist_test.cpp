@@ -152,8 +152,8 @@ TEST(GradientSync, BucketsStartInOrderWhileBackwardRunsAndOnlyOnTheAccumulationG
   dist::GradientSync sync(*model, *backend, std::move(transport), {.bucket_bytes = 32 << 10});
   ASSERT_GT(sync.buckets(), 2u);
   MarkingSync marking(sync, finishing);
-  nn::Trainer trainer(*model, *backend, {.schedule = {.base_lr = 0.1f, .total_steps = 10}, .accumulation = 2,
-                                         .gradient_sync = &marking});
+  nn::Trainer trainer(*model, *backend,
+                      {.schedule = {.base_lr = 0.1f, .total_steps = 10}, .accumulation = 2, .gradient_sync = &marking});
   const auto [x, y] = small_batch();
   trainer.train_batch(x, y);  // an accumulation micro-step: nothing summed
   EXPECT_TRUE(starts.empty());
@@ -181,18 +181,19 @@ TEST(GradientSync, OverALocalCommunicatorTheWeightsAreThoseOfTrainingAlone) {
   dist::GradientSync sync(*synced_model, *backend, dist::host_transport(dist::make_local_communicator()),
                           {.bucket_bytes = 16 << 10});
   nn::Trainer alone(*alone_model, *backend, {.schedule = {.base_lr = 0.1f, .total_steps = 10}});
-  nn::Trainer synced(*synced_model, *backend, {.schedule = {.base_lr = 0.1f, .total_steps = 10}, .gradient_sync = &sync});
+  nn::Trainer synced(*synced_model, *backend,
+                     {.schedule = {.base_lr = 0.1f, .total_steps = 10}, .gradient_sync = &sync});
   const auto [x, y] = small_batch();
   for (int i = 0; i < 3; ++i) {
     alone.train_batch(x, y);
     synced.train_batch(x, y);
   }
   std::vector<std::vector<float>> expected;
-  alone_model->for_each_parameter([&](const std::string&, nn::Parameter& p) { expected.push_back(p.value.to_vector()); });
+  alone_model->for_each_parameter(
+      [&](const std::string&, nn::Parameter& p) { expected.push_back(p.value.to_vector()); });
   std::size_t k = 0;
-  synced_model->for_each_parameter([&](const std::string& name, nn::Parameter& p) {
-    EXPECT_EQ(p.value.to_vector(), expected[k++]) << name;
-  });
+  synced_model->for_each_parameter(
+      [&](const std::string& name, nn::Parameter& p) { EXPECT_EQ(p.value.to_vector(), expected[k++]) << name; });
   EXPECT_EQ(sync.stats().syncs, 3);
   EXPECT_EQ(sync.stats().buckets, static_cast<std::int64_t>(3 * sync.buckets()));
 }

@@ -14,21 +14,21 @@
 //   mpi_check skips DIR     fit() on 2 ranks over a training set with a corrupt file: the rank whose
 //                           share loses it makes the step up, and both ranks take every step
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <stoke/dist/communicator.hpp>
 #include <stoke/dist/gradient_sync.hpp>
 #include <stoke/dist/replicas.hpp>
-#include <stoke/nn/models.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/checkpoint.hpp>
+#include <stoke/nn/models.hpp>
 #include <stoke/nn/trainer.hpp>
 #include <stoke/train/fit.hpp>
 #include <string>
@@ -121,10 +121,10 @@ int equivalence(dist::Communicator& comm) {
   replica->for_each_parameter([&](const std::string& name, nn::Parameter& p) { compare(name, p.value); });
   replica->for_each_buffer([&](const std::string& name, nn::Tensor& t) { compare(name, t); });
   const dist::TransportStats stats = sync.stats();
-  std::printf("rank %d: %d steps, %zu buckets, largest relative difference from 1 process x %d: %.3g at %s; "
-              "all-reduce %.3f s, %.0f%% hidden\n",
-              comm.rank(), kSteps, sync.buckets(), kBatch, worst, where.c_str(), stats.reduce_seconds,
-              100 * stats.hidden());
+  std::printf(
+      "rank %d: %d steps, %zu buckets, largest relative difference from 1 process x %d: %.3g at %s; "
+      "all-reduce %.3f s, %.0f%% hidden\n",
+      comm.rank(), kSteps, sync.buckets(), kBatch, worst, where.c_str(), stats.reduce_seconds, 100 * stats.hidden());
   return worst <= 1e-4 && sync.buckets() > 1 ? 0 : 1;
 }
 
@@ -138,8 +138,8 @@ struct Run {
   Run(dist::Communicator& comm, std::size_t batch)
       : backend(nn::make_backend(nn::Device::cpu())),
         model(nn::make_model("small_cnn", {.classes = 2, .seed = 3, .width = 8})) {
-    nn::TrainerOptions settings{.schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f, .total_steps = 100},
-                                .seed = 3};
+    nn::TrainerOptions settings{
+        .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f, .total_steps = 100}, .seed = 3};
     if (comm.world() > 1) {
       sync = std::make_unique<dist::GradientSync>(*model, *backend, dist::host_transport(comm.split()),
                                                   dist::GradientSyncOptions{.bucket_bytes = 16 << 10});
@@ -186,8 +186,15 @@ fs::path shared_dataset(dist::Communicator& comm, const fs::path& dir) {
   if (comm.rank() == 0) {
     fs::remove_all(dir);
     fs::create_directories(dir);
-    nodes::write_shapes_dataset({.out = dir / "shapes", .classes = 2, .train_per_class = 32, .val_per_class = 4,
-                                 .size = 16, .seed = 1, .quality = 90, .force = false, .threads = 1});
+    nodes::write_shapes_dataset({.out = dir / "shapes",
+                                 .classes = 2,
+                                 .train_per_class = 32,
+                                 .val_per_class = 4,
+                                 .size = 16,
+                                 .seed = 1,
+                                 .quality = 90,
+                                 .force = false,
+                                 .threads = 1});
   }
   comm.barrier();
   return dir / "shapes";
@@ -233,13 +240,15 @@ int resume(dist::Communicator& comm, const fs::path& dir) {
   resumed.trainer->load(checkpoint);
   const std::size_t position = train::resume_position(*resumed.trainer);
   std::vector<std::size_t> positions;
-  const train::FitResult rest = train::fit(*resumed.trainer, train_set, val_set, resumed.options,
-                                           {.on_step = [&](const train::StepEvent& e) { positions.push_back(e.position); }});
+  const train::FitResult rest =
+      train::fit(*resumed.trainer, train_set, val_set, resumed.options,
+                 {.on_step = [&](const train::StepEvent& e) { positions.push_back(e.position); }});
   const double worst = largest_difference(*resumed.model, *whole.model);
-  std::printf("resume: 2 ranks stopped at step %lld, item %zu of epoch 2; 1 process went on from there (first step "
-              "to item %zu), %lld images; weights vs the uninterrupted 2-rank run: %.3g\n",
-              static_cast<long long>(theirs[0]), position, positions.empty() ? 0 : positions.front(),
-              static_cast<long long>(rest.images), worst);
+  std::printf(
+      "resume: 2 ranks stopped at step %lld, item %zu of epoch 2; 1 process went on from there (first step "
+      "to item %zu), %lld images; weights vs the uninterrupted 2-rank run: %.3g\n",
+      static_cast<long long>(theirs[0]), position, positions.empty() ? 0 : positions.front(),
+      static_cast<long long>(rest.images), worst);
   const bool ok = position > 0 && position < 64 && position % 8 == 0 && !positions.empty() &&
                   positions.front() == position + 8 && rest.images == static_cast<std::int64_t>(64 - position) &&
                   worst <= 1e-4;
@@ -263,10 +272,11 @@ int skips(dist::Communicator& comm, const fs::path& dir) {
   std::int64_t both[6];
   std::memcpy(both, all.data(), sizeof both);
   if (comm.rank() == 0) {
-    std::printf("skips: %zu training files, steps %lld and %lld (8 per epoch planned), made up %lld and %lld, "
-                "skipped %lld (counted over the ranks)\n",
-                train_set->size(), static_cast<long long>(both[0]), static_cast<long long>(both[3]),
-                static_cast<long long>(both[1]), static_cast<long long>(both[4]), static_cast<long long>(both[2]));
+    std::printf(
+        "skips: %zu training files, steps %lld and %lld (8 per epoch planned), made up %lld and %lld, "
+        "skipped %lld (counted over the ranks)\n",
+        train_set->size(), static_cast<long long>(both[0]), static_cast<long long>(both[3]),
+        static_cast<long long>(both[1]), static_cast<long long>(both[4]), static_cast<long long>(both[2]));
   }
   return both[0] == 24 && both[3] == 24 && both[1] + both[4] >= 1 && both[2] >= 1 ? 0 : 1;
 }

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <mutex>
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 #include <stoke/nodes/registry.hpp>
 #include <stoke/nodes/transform.hpp>
@@ -21,8 +21,8 @@ namespace stoke::train {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using test::TempDir;
+using ::testing::HasSubstr;
 
 // A pass over `dataset` with a step that counts the images it gets.
 EpochTotals pass(const nodes::DatasetPtr& dataset, const InputConfig& config, std::int64_t& images) {
@@ -77,12 +77,13 @@ class ThrowsOnOne final : public nodes::Transform {
 void register_test_transforms() {
   static std::once_flag once;
   std::call_once(once, [] {
-    nodes::Registry::builtin().add({.name = "throws_on_one",
-                                    .doc = "throws on one item (a test's plugin)",
-                                    .params = {{.name = "index", .type = "int", .default_value = "0", .doc = "the item", .required = false}},
-                                    .make = [](const nodes::Params& p) -> nodes::TransformPtr {
-                                      return std::make_shared<ThrowsOnOne>(static_cast<std::uint64_t>(p.get_int("index", 0)));
-                                    }});
+    nodes::Registry::builtin().add(
+        {.name = "throws_on_one",
+         .doc = "throws on one item (a test's plugin)",
+         .params = {{.name = "index", .type = "int", .default_value = "0", .doc = "the item", .required = false}},
+         .make = [](const nodes::Params& p) -> nodes::TransformPtr {
+           return std::make_shared<ThrowsOnOne>(static_cast<std::uint64_t>(p.get_int("index", 0)));
+         }});
     nodes::Registry::builtin().add({.name = "throws_when_made",
                                     .doc = "its factory throws (a test's plugin)",
                                     .params = {},

@@ -2,15 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <atomic>
-#include <optional>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <stoke/dist/replicas.hpp>
 #include <stoke/graph/signal.hpp>
 #include <string>
-
 
 namespace stoke::train {
 
@@ -59,7 +58,8 @@ class FitRun {
     const float lr = trainer_.lr();
     StepResult r{.loss = trainer_.train_batch(t.images, t.labels)};
     const bool stepped = trainer_.step() != step;
-    if (stepped && !t.indices.empty()) position_ = std::max<std::size_t>(position_, position_of_[t.indices.back()] + 1u);
+    if (stepped && !t.indices.empty())
+      position_ = std::max<std::size_t>(position_, position_of_[t.indices.back()] + 1u);
     ++batches_;
     if (!stand_in_.images.defined()) {  // a batch's shape, for the steps a short share makes up
       stand_in_.images = trainer_.backend().zeros(t.images.shape(), t.images.dtype(), t.images.layout());
@@ -141,11 +141,10 @@ class FitRun {
   EpochTotals validate(ComputePath& path, const nodes::DatasetPtr& dataset) {
     const std::int64_t epoch = epoch_;
     if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch + 1, Phase::evaluate);
-    EpochTotals totals = path.run([this](const BatchTensors& t) { return evaluate_step(t); },
-                                  {.stage = "evaluate",
-                                   .progress = progress(Phase::evaluate, share_of(dataset->size())),
-                                   .window = {}},
-                                  {.epoch = static_cast<std::uint32_t>(epoch), .skip = 0, .trace_file = {}});
+    EpochTotals totals =
+        path.run([this](const BatchTensors& t) { return evaluate_step(t); },
+                 {.stage = "evaluate", .progress = progress(Phase::evaluate, share_of(dataset->size())), .window = {}},
+                 {.epoch = static_cast<std::uint32_t>(epoch), .skip = 0, .trace_file = {}});
     if (callbacks_.on_pass_end) callbacks_.on_pass_end(epoch + 1, Phase::evaluate, totals);
     return totals;
   }
@@ -474,10 +473,11 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     if (epoch + 1 < options.epochs) run.begin_training(epoch + 1, 0);
     return true;
   };
-  train_path.run_epochs([&run](const BatchTensors& t) { return run.train_step(t); },
-                        {.stage = "train", .progress = run.training_progress(), .window = {}, .stop = run.stop_rule()},
-                        {.epoch = static_cast<std::uint32_t>(first_epoch), .skip = resume, .trace_file = options.trace_file},
-                        static_cast<std::uint32_t>(options.epochs - first_epoch), at_epoch_end);
+  train_path.run_epochs(
+      [&run](const BatchTensors& t) { return run.train_step(t); },
+      {.stage = "train", .progress = run.training_progress(), .window = {}, .stop = run.stop_rule()},
+      {.epoch = static_cast<std::uint32_t>(first_epoch), .skip = resume, .trace_file = options.trace_file},
+      static_cast<std::uint32_t>(options.epochs - first_epoch), at_epoch_end);
   result.epochs = trainer.epoch();
   result.made_up_steps = run.made_up();
   return result;

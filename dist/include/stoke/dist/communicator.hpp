@@ -32,8 +32,7 @@ enum class ReduceOp { sum, min, max };
 /// not reached it.
 class Timeout : public std::runtime_error {
  public:
-  Timeout(const std::string& what, std::vector<int> missing)
-      : std::runtime_error(what), missing_(std::move(missing)) {}
+  Timeout(const std::string& what, std::vector<int> missing) : std::runtime_error(what), missing_(std::move(missing)) {}
   /// The ranks that had not reached the collective (empty when this rank could not tell).
   const std::vector<int>& missing() const noexcept { return missing_; }
 

@@ -31,11 +31,11 @@ namespace stoke::dist {
 
 /// What a transport measured, summed since it was made.
 struct TransportStats {
-  std::int64_t syncs = 0;       ///< finish() calls (optimizer steps whose gradients were summed)
-  std::int64_t buckets = 0;     ///< buckets summed
-  std::int64_t bytes = 0;       ///< gradient bytes summed (this rank's share sent)
-  double reduce_seconds = 0;    ///< time the buckets were being summed (the collectives' own time)
-  double exposed_seconds = 0;   ///< time finish() waited for them: the part not hidden under backward
+  std::int64_t syncs = 0;      ///< finish() calls (optimizer steps whose gradients were summed)
+  std::int64_t buckets = 0;    ///< buckets summed
+  std::int64_t bytes = 0;      ///< gradient bytes summed (this rank's share sent)
+  double reduce_seconds = 0;   ///< time the buckets were being summed (the collectives' own time)
+  double exposed_seconds = 0;  ///< time finish() waited for them: the part not hidden under backward
   /// 0..1: the share of the reduction that ran while backward was still computing.
   double hidden() const noexcept {
     return reduce_seconds > 0 ? std::max(0.0, 1.0 - exposed_seconds / reduce_seconds) : 0;
