@@ -1,5 +1,6 @@
 #include "stoke/graph/detail/runtime.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime_impl.hpp"
@@ -25,7 +26,11 @@ Runtime::Runtime(PipelineOptions options)
   } else {
     impl_->arena = std::make_unique<tbb::task_arena>();
   }
-  concurrency_ = impl_->arena->max_concurrency();
+  // At least two: oneTBB gives every arena room for a worker beside the thread that runs it, and
+  // work enqueued from outside the pipeline (a Wake rung, an async completion) makes it add one
+  // even to a one-thread arena. With 1 here, a serial stage would count as a limit that cannot
+  // bind and let two carried visits in at once (found by ThreadSanitizer, scripts/tsan.sh).
+  concurrency_ = std::max(2, impl_->arena->max_concurrency());
 }
 
 Runtime::~Runtime() = default;
