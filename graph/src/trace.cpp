@@ -1,6 +1,7 @@
 // Per-item spans, written as Chrome trace JSON (the format Perfetto and chrome://tracing open).
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -51,12 +52,17 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
   for (const auto& local : impl_->spans) spans.insert(spans.end(), local.begin(), local.end());
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
 
-  // Written next to the target and renamed over it, so a reader never sees half a file.
+  // Written next to the target and renamed over it, so a reader never sees half a file, and a
+  // failed write (a full disk) leaves the previous trace as it was and no temporary behind.
   const std::string temporary = path + ".tmp";
+  const auto failed = [&](const std::string& why) {
+    std::remove(temporary.c_str());
+    return std::runtime_error("cannot write trace '" + path + "' (through '" + temporary + "'): " + why +
+                              "; the file at that path, if any, is unchanged");
+  };
   {
     std::ofstream out(temporary, std::ios::trunc);
-    if (!out)
-      throw std::runtime_error("cannot write trace '" + temporary + "': " + std::generic_category().message(errno));
+    if (!out) throw failed(std::generic_category().message(errno));
     using json = nlohmann::ordered_json;
     out << R"({"displayTimeUnit":"ms","traceEvents":[)" << '\n';
     out << json{{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0}, {"args", {{"name", "stoke pipeline"}}}}
@@ -116,10 +122,10 @@ void Runtime::write_trace(const std::string& path, const std::vector<std::string
     const std::size_t recorded = impl_->spans_recorded.load();
     const std::size_t dropped = recorded > options_.max_trace_spans ? recorded - options_.max_trace_spans : 0;
     out << "\n],\"otherData\":" << json{{"spans_dropped", dropped}}.dump() << "}\n";
-    if (!out.flush()) throw std::runtime_error("cannot write trace '" + temporary + "': write failed");
+    out.close();  // flushes: a full disk shows here at the latest
+    if (!out) throw failed(errno != 0 ? std::generic_category().message(errno) : std::string("write failed"));
   }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot write trace '" + path + "': " + std::generic_category().message(errno));
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw failed(std::generic_category().message(errno));
 }
 
 }  // namespace stoke::graph::detail

@@ -99,7 +99,7 @@ PackedDataset::PackedDataset(fs::path path, PackedOptions options) : path_(std::
   strings_at_ =
       static_cast<std::size_t>(index_header_size + item_record_size * count + class_record_size * class_count);
 
-  data_ = std::make_shared<const detail::MappedFile>(path_);
+  data_ = std::make_shared<const detail::MappedFile>(path_, /*keep_open=*/true);  // read_at() in read()
   const std::span<const std::byte> data = data_->bytes();
   if (data.size() < data_header_size || !magic_is(data.data(), data_magic)) {
     throw std::runtime_error(data_name + ": not a stoke pack data file (its first bytes are not STOKEDAT)");
@@ -177,10 +177,10 @@ std::string PackedDataset::name(std::size_t i) const {
 Sample PackedDataset::read(std::size_t i) const {
   check(i);
   const Record r = record(i);
-  // Shuffled reads get no read-ahead (MADV_RANDOM), so each asks for exactly its own pages.
-  if (options_.access == PackAccess::random) data_->prefetch(r.offset, r.size);
   Sample sample;
-  sample.bytes = Bytes(data_, data_->bytes().subspan(r.offset, r.size));
+  // A copy, not a view of the mapping: a pack truncated in place during the epoch is then an
+  // error naming the item, not a SIGBUS in the decoder (MappedFile).
+  sample.bytes = Bytes(data_->read_at(r.offset, r.size, str(path_) + " item " + std::to_string(i)));
   sample.encoding = Encoding::encoded;
   sample.label = r.label;
   sample.index = i;

@@ -1,11 +1,14 @@
 // Statistics and trace: per-stage counters agree with what the bodies did, snapshots can be
 // taken while running, and the Chrome trace has one complete event per body call.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -271,6 +274,40 @@ TEST(PipelineTraceTest, WriteTraceToUnwritablePathThrowsRuntimeErrorNamingThePat
   } catch (const std::runtime_error& error) {
     EXPECT_TRUE(contains(error.what(), path.string()));
   }
+}
+
+// A full disk while the trace is written (RLIMIT_FSIZE caps this process's files, as a disk with
+// that much room left would): an error naming the path and why, the previous trace at the path
+// byte for byte as it was, and no temporary left behind.
+TEST(PipelineTraceTest, AFullDiskLeavesThePreviousTraceAndNoTemporary) {
+  CallCounts calls;
+  Pipeline pipe({.threads = 2, .trace = true});
+  build_traced(pipe, calls, 2000);
+  pipe.run();
+  TempPath file("trace_full_disk");
+  const std::string previous = "{\"traceEvents\":[]}\n";
+  { std::ofstream(file.path()) << previous; }
+  std::string error;
+  {
+    // Capped and restored around the write alone; SIGXFSZ (which would end the process) ignored.
+    rlimit saved{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+    rlimit capped = saved;
+    capped.rlim_cur = 4096;
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &capped), 0);
+    try {
+      pipe.write_trace(file.path());
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+  }
+  EXPECT_TRUE(contains(error, file.path().string())) << error;
+  EXPECT_TRUE(contains(error, "File too large")) << error;
+  EXPECT_EQ(read_text(file.path()), previous);
+  EXPECT_FALSE(std::filesystem::exists(file.path().string() + ".tmp"));
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ struct Runtime {
   std::unordered_map<std::uintptr_t, std::shared_ptr<EventState>> events;
   std::map<std::uintptr_t, Block> blocks;  // by address
   std::size_t device_bytes = 0;
+  int host_allocs_left = -1;  // fail_host_alloc_after(): cudaHostAlloc calls that may still succeed
   std::uintptr_t next_handle = 0x5000;
   cudaError_t sticky = cudaSuccess;
   std::atomic<std::int64_t> copy_latency_us{50};
@@ -313,6 +314,19 @@ std::size_t device_bytes_in_use() {
   return rt.device_bytes;
 }
 
+std::size_t host_blocks_in_use() {
+  Runtime& rt = runtime();
+  const std::lock_guard lock(rt.mutex);
+  return static_cast<std::size_t>(
+      std::count_if(rt.blocks.begin(), rt.blocks.end(), [](const auto& entry) { return !entry.second.device; }));
+}
+
+void fail_host_alloc_after(int successes) {
+  Runtime& rt = runtime();
+  const std::lock_guard lock(rt.mutex);
+  rt.host_allocs_left = successes;
+}
+
 void set_copy_latency(std::chrono::microseconds latency) { runtime().copy_latency_us = latency.count(); }
 
 cudaError_t fail_device(cudaStream_t stream, cudaError_t error) {
@@ -331,6 +345,7 @@ void reset_device() {
   Runtime& rt = runtime();
   const std::lock_guard lock(rt.mutex);
   rt.sticky = cudaSuccess;
+  rt.host_allocs_left = -1;
   // Records the failed device never reached would otherwise be waited for forever.
   for (const auto& [handle, event] : rt.events) {
     if (event->latest && !event->latest->done) {
@@ -519,6 +534,8 @@ cudaError_t cudaHostAlloc(void** pointer, std::size_t bytes, unsigned int flags)
   if (rt.sticky != cudaSuccess) return fail(rt.sticky);
   *pointer = nullptr;
   if (bytes == 0) return cudaSuccess;
+  if (rt.host_allocs_left == 0) return fail(cudaErrorMemoryAllocation);
+  if (rt.host_allocs_left > 0) --rt.host_allocs_left;
   return allocate(rt, pointer, bytes, /*device=*/false);
 }
 

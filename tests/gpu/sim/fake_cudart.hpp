@@ -49,6 +49,13 @@ cudaError_t check_kernel_access(const void* pointer, std::size_t bytes, const ch
 /// Bytes allocated with cudaMalloc and not freed yet.
 std::size_t device_bytes_in_use();
 
+/// cudaHostAlloc blocks not freed yet.
+std::size_t host_blocks_in_use();
+
+/// Lets the next `successes` cudaHostAlloc calls succeed and fails the ones after them with
+/// cudaErrorMemoryAllocation (pinned memory exhausted), until reset_device(). Negative: none fail.
+void fail_host_alloc_after(int successes);
+
 /// How long each copy and fill waits on its stream before moving its bytes (default 50 us).
 void set_copy_latency(std::chrono::microseconds latency);
 
@@ -58,7 +65,7 @@ void set_copy_latency(std::chrono::microseconds latency);
 cudaError_t fail_device(cudaStream_t stream, cudaError_t error);
 
 /// Clears the sticky error (what cudaDeviceReset does for a real device, minus destroying the
-/// handles, which their owners still release).
+/// handles, which their owners still release), and fail_host_alloc_after().
 void reset_device();
 
 }  // namespace stoke::gpu::sim

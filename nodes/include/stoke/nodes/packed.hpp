@@ -1,5 +1,5 @@
 // Packed shards: many small files stored as one large data file plus an index, so that reading a
-// dataset is a few large sequential reads (and memory-mapped, zero-copy reads) instead of one
+// dataset is a few large sequential reads (one pread per item from an open file) instead of one
 // open/read/close per image. Written by PackWriter (and `stoke pack`), read by PackedDataset.
 //
 // Format version 1. Two files, `X.stoke` (data) and `X.stoke.idx` (index); every integer is
@@ -60,7 +60,7 @@ std::filesystem::path pack_index_path(const std::filesystem::path& data);
 
 /// How a PackedDataset will be read, for the kernel's read-ahead (madvise).
 enum class PackAccess : std::uint8_t {
-  random,      ///< shuffled order: no read-ahead past an item; each read() prefetches its item
+  random,      ///< shuffled order: no read-ahead past an item
   sequential,  ///< item order: aggressive read-ahead over the whole file
 };
 
@@ -68,17 +68,20 @@ struct PackedOptions {
   PackAccess access = PackAccess::random;
 };
 
-/// A packed shard, memory-mapped. read() returns a view into the mapping (no copy); the view keeps
-/// the mapping alive, so samples may outlive the dataset.
+/// A packed shard. The index and the data file's header are memory-mapped; read() copies its item
+/// out of the data file with pread (which costs a copy of the encoded bytes, a few percent of
+/// their decode) so that a file truncated in place during an epoch is an error naming the item,
+/// not a SIGBUS in the decoder. Samples own their bytes and may outlive the dataset.
 ///
 /// Everything is validated at construction (magic, version, sizes, every item inside the data
 /// file, every name inside the string table, labels, the pair's pack id, the checksum), so that
 /// read() cannot run off the mapping.
 ///
 /// Thread-safety: immutable after construction; read() may be called from any number of threads.
-/// The files must not be rewritten in place while open: a mapped file truncated underneath makes
-/// the next access to the lost pages fail with SIGBUS (PackWriter replaces files by renaming, which
-/// is safe: open datasets keep the old files).
+/// A data file truncated while open makes the reads of the items it lost throw (skipped and named
+/// under OnError::skip); the index must not be rewritten in place while open (its mapping would
+/// fail with SIGBUS). PackWriter replaces both files by renaming, which is safe: open datasets keep
+/// the old files.
 class PackedDataset final : public Dataset {
  public:
   /// Opens `path` (the data file X.stoke; the index X.stoke.idx is found beside it; passing the
