@@ -47,6 +47,8 @@ struct TrainConfig {
   std::string format = "auto";
   std::string color = "rgb";
   std::string on_error = "skip";
+  double stall_limit = 300;  // seconds; 0: not watched
+  std::string on_stall = "warn";
   std::string schedule = "cosine";
   std::string precision = "fp32";
   std::string autotune = "on";
@@ -103,6 +105,12 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "values as they are); the model's input channels follow the data")(
       "on-error", value(&c.on_error),
       "an unreadable or corrupt image: skip (count it, list it at the end) or fail (stop the run)")(
+      "stall-limit", value(&c.stall_limit),
+      "seconds one pipeline call (reading or decoding one file, a plugin's transform, a train step) may run "
+      "before it is reported with its stage and file (0: not watched)")(
+      "on-stall", value(&c.on_stall),
+      "a call past --stall-limit: warn (report it, go on) or fail (end the run with exit status 1 once the "
+      "call returns; one that never returns ends the process with status 70 after another --stall-limit)")(
       "model", value(&r.model), models.c_str())(
       "epochs", value(&r.epochs), "passes over the training data (0: 6 for the built-in dataset, else 10)")(
       "batch", value(&r.batch), "images per batch")("size", value(&r.size),
@@ -164,13 +172,14 @@ std::string check(TrainConfig& c) {
   }
   for (std::string mistake :
        {choice_error("format", c.format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"}),
-        choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("autotune", c.autotune, {"on", "off"}),
-        choice_error("color", c.color, {"rgb", "keep"}),
+        choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("on-stall", c.on_stall, {"warn", "fail"}),
+        choice_error("autotune", c.autotune, {"on", "off"}), choice_error("color", c.color, {"rgb", "keep"}),
         choice_error("shard-remainder", c.shard_remainder, {"drop", "pad"})}) {
     if (!mistake.empty()) return mistake;
   }
   if (c.data.empty() && c.format != "auto") return "--format needs --data";
   if (!(c.dist_timeout > 0) || !(c.bucket_mb > 0)) return "--dist-timeout and --bucket-mb must be positive";
+  if (!(c.stall_limit >= 0)) return "--stall-limit must be >= 0 seconds (0: not watched)";
   for (std::size_t i = 0; i + 1 < r.transforms.size(); ++i) {
     if (r.transforms[i].rfind("normalize", 0) == 0) {
       return "normalize must be the last --transform (the compute stage runs it on the device, after the "
@@ -179,6 +188,8 @@ std::string check(TrainConfig& c) {
     }
   }
   r.on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip;
+  r.stall_limit = std::chrono::milliseconds(static_cast<std::int64_t>(c.stall_limit * 1000));
+  r.on_stall = c.on_stall == "fail" ? graph::OnStall::fail : graph::OnStall::warn;
   r.color = c.color == "keep" ? nodes::DecodeColor::keep : nodes::DecodeColor::rgb;
   r.autotune = c.autotune == "on";
   r.builtin_data = c.data.empty();
@@ -216,6 +227,14 @@ void print_skips(const FitResult& r) {
                    ? (", the first " + std::to_string(r.skipped_files.size()) + ":").c_str()
                    : ":");
   for (const SkippedFile& f : r.skipped_files) std::fprintf(stderr, "  %s: %s\n", f.file.c_str(), f.reason.c_str());
+}
+
+// The calls past --stall-limit, again at the end (each was also reported when found).
+void print_stalls(const FitResult& r) {
+  if (r.stalls.empty()) return;
+  std::fprintf(stderr, "stoke train: %zu pipeline call%s ran past --stall-limit:\n", r.stalls.size(),
+               r.stalls.size() == 1 ? "" : "s");
+  for (const graph::Stall& s : r.stalls) std::fprintf(stderr, "  %s\n", graph::describe(s).c_str());
 }
 
 }  // namespace
@@ -372,6 +391,7 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
   if (comm.rank() != 0) return result.interrupted ? 130 : 0;
   if (c.json) print_json(to_json(result));
   print_skips(result);
+  print_stalls(result);
   if (result.interrupted) {
     std::fprintf(stderr, "stoke train: interrupted; %s\n",
                  result.checkpoint.empty() ? "no --checkpoint folder, nothing saved"

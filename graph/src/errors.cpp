@@ -1,5 +1,6 @@
 #include "stoke/graph/errors.hpp"
 
+#include <cstdio>
 #include <utility>
 
 namespace stoke::graph {
@@ -27,5 +28,19 @@ StageError::StageError(std::string stage, std::uint64_t index, std::exception_pt
       stage_(std::move(stage)),
       index_(index),
       cause_(std::move(cause)) {}
+
+namespace {
+std::string stall_message(const std::string& item, double seconds, double limit_seconds) {
+  char text[128];
+  std::snprintf(text, sizeof text, "the call ran for %.1f s, past the stall limit of %.3g s", seconds, limit_seconds);
+  return item.empty() ? std::string(text) : std::string(text) + " (item '" + item + "')";
+}
+}  // namespace
+
+StallError::StallError(std::string stage, std::uint64_t index, std::string item, double seconds, double limit_seconds)
+    : std::runtime_error(stall_message(item, seconds, limit_seconds)),
+      stage_(std::move(stage)),
+      index_(index),
+      item_(std::move(item)) {}
 
 }  // namespace stoke::graph

@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "scheduler.hpp"
+#include "watchdog.hpp"
 
 namespace stoke::graph {
 
@@ -75,8 +76,7 @@ bool gated(const StageList& stages, const Topology& graph, std::size_t i) {
 // A join needs a part (item or hole) of every position from each branch.
 bool needs_holes(const StageList& stages, const Topology& graph, std::size_t i) {
   const auto& s = *stages[i];
-  return gated(stages, graph, i) || (parallel_ordered(s) && s.kind() == StageKind::emit) ||
-         s.kind() == StageKind::join;
+  return gated(stages, graph, i) || (parallel_ordered(s) && s.kind() == StageKind::emit) || s.kind() == StageKind::join;
 }
 
 // Holes matter only up to the next emit stage, which numbers its outputs afresh.
@@ -102,8 +102,8 @@ void check_joins(const StageList& stages, const Topology& graph) {
       join = join.substr(0, join.rfind('['));
       throw std::logic_error("stoke::graph: join '" + join + "' pairs items by source position, but its inputs '" +
                              stages[ups.front()]->name() + "' and '" + stages[u]->name() +
-                             "' are numbered by different stages ('" + stages[origin[ups.front()]]->name() +
-                             "' and '" + stages[origin[u]]->name() +
+                             "' are numbered by different stages ('" + stages[origin[ups.front()]]->name() + "' and '" +
+                             stages[origin[u]]->name() +
                              "'); join branches of one fan_out, with no emit stage between the fan-out and the join");
     }
   }
@@ -147,6 +147,12 @@ RunReport Pipeline::run() {
 
   std::optional<detail::Scheduler> scheduler;
   if (autotune) scheduler.emplace(*this, *runtime_, *autotune);
+  std::optional<detail::Watchdog> watchdog;
+  if (runtime_->watching()) {
+    std::vector<detail::StageBase*> all;
+    for (auto& stage : stages_) all.push_back(stage.get());
+    watchdog.emplace(*runtime_, std::move(all));
+  }
   const auto begin = std::chrono::steady_clock::now();
   runtime_->execute_and_wait([&] { stages_.front()->wake(); });
   const auto elapsed = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin);
@@ -156,6 +162,8 @@ RunReport Pipeline::run() {
     decisions = scheduler->decisions();
     scheduler.reset();  // joined: no move lands after this point
   }
+  std::vector<Stall> stalls;
+  if (watchdog) stalls = watchdog->finish();
 
   for (const auto& stage : stages_) {
     if (!stage->finished()) {
@@ -182,6 +190,7 @@ RunReport Pipeline::run() {
   report.elapsed = elapsed;
   report.decisions = std::move(decisions);
   report.max_in_flight = max_in_flight();
+  report.stalls = std::move(stalls);
   return report;
 }
 

@@ -27,6 +27,15 @@ const char* to_string(StageKind kind) noexcept {
   return "?";
 }
 
+std::string describe(const Stall& stall) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f s", std::chrono::duration<double>(stall.running).count());
+  std::string text = "stage '" + stall.stage + "' " + (stall.returned ? "was" : "has been") + " on item " +
+                     std::to_string(stall.index);
+  if (!stall.item.empty()) text += " (" + stall.item + ")";
+  return text + " for " + seconds;
+}
+
 void print(std::ostream& out, const RunReport& report) {
   const double seconds = std::chrono::duration<double>(report.elapsed).count();
   char line[256];
@@ -57,6 +66,7 @@ void print(std::ostream& out, const RunReport& report) {
       out << '\n';
     }
   }
+  for (const Stall& stall : report.stalls) out << "  stalled: " << describe(stall) << '\n';
   for (const auto& skip : report.skipped_items)
     out << "  skipped item " << skip.index << " in '" << skip.stage << "': " << skip.reason << '\n';
 }

@@ -3,7 +3,6 @@
 // ends with a one-line error naming the problem and a non-zero exit.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -27,16 +26,26 @@ using ::testing::HasSubstr;
 class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    const auto made = run_stoke(dir_.path(), {"gen-shapes", "--out", data().string(), "--classes", "3", "--train",
-                                              "32", "--val", "8", "--size", "32", "--seed", "2", "--quiet"});
+    const auto made = run_stoke(dir_.path(), {"gen-shapes", "--out", data().string(), "--classes", "3", "--train", "32",
+                                              "--val", "8", "--size", "32", "--seed", "2", "--quiet"});
     ASSERT_EQ(made.exit_code, 0) << made.err;
   }
   fs::path data() const { return dir_.path() / "shapes"; }
   fs::path scratch() const { return dir_.path(); }
   // A short run on the generated data, in JSON, with checkpoints.
   std::vector<std::string> base(int epochs) const {
-    return {"train", "--data", (data() / "train").string(), "--epochs", std::to_string(epochs), "--batch", "16",
-            "--device", "cpu", "--json", "--checkpoint", (dir_.path() / "ck").string()};
+    return {"train",
+            "--data",
+            (data() / "train").string(),
+            "--epochs",
+            std::to_string(epochs),
+            "--batch",
+            "16",
+            "--device",
+            "cpu",
+            "--json",
+            "--checkpoint",
+            (dir_.path() / "ck").string()};
   }
 
   TempDir dir_;
@@ -91,20 +100,24 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
   const std::vector<Case> cases = {
       {{"train", "--data", (dir_.path() / "missing").string(), "--device", "cpu"}, 1, "missing"},
       {{"train", "--data", (dir_.path() / "empty").string(), "--device", "cpu"}, 1, "no class folders"},
-      {{"train", "--data", (dir_.path() / "one_class").string(), "--batch", "1", "--device", "cpu"}, 1,
-       "at least two"},
+      {{"train", "--data", (dir_.path() / "one_class").string(), "--batch", "1", "--device", "cpu"}, 1, "at least two"},
       {{"train", "--data", train, "--batch", "1000", "--device", "cpu"}, 1, "fewer than one batch"},
       {{"train", "--data", train, "--precision", "bf16", "--device", "cpu"}, 2, "needs a CUDA device"},
       {{"train", "--data", train, "--precision", "fp8"}, 2, "--precision"},
       {{"train", "--data", train, "--schedule", "linear"}, 2, "linear"},
       {{"train", "--data", train, "--epochs", "-1"}, 2, "--epochs"},
-      {{"train", "--data", train, "--transform", "sharpen", "--transform", "normalize", "--device", "cpu"}, 1,
+      {{"train", "--data", train, "--transform", "sharpen", "--transform", "normalize", "--device", "cpu"},
+       1,
        "sharpen"},
-      {{"train", "--data", train, "--transform", "normalize", "--transform", "random_horizontal_flip"}, 2,
+      {{"train", "--data", train, "--transform", "normalize", "--transform", "random_horizontal_flip"},
+       2,
        "normalize must be the last"},
       {{"train", "--data", train, "--format", "tiff"}, 2, "--format"},
+      {{"train", "--data", train, "--stall-limit", "-1"}, 2, "--stall-limit"},
+      {{"train", "--data", train, "--on-stall", "abort"}, 2, "--on-stall"},
       {{"train", "--data", train, "--format", "packed", "--device", "cpu"}, 1, "needs a file"},
-      {{"train", "--data", train, "--plugin", (dir_.path() / "libnothing.so").string(), "--device", "cpu"}, 1,
+      {{"train", "--data", train, "--plugin", (dir_.path() / "libnothing.so").string(), "--device", "cpu"},
+       1,
        "libnothing.so"},
       {{"train", "--data", train, "--resume", corrupt.string(), "--device", "cpu"}, 1, "corrupt.safetensors"},
       {{"train", "--data", train, "--config", (dir_.path() / "missing.conf").string()}, 2, "missing.conf"},
@@ -120,9 +133,9 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
 
 TEST_F(TrainCli, RefusesACheckpointOfAnotherModel) {
   ASSERT_EQ(run_stoke(scratch(), base(1)).exit_code, 0);
-  const auto run = run_stoke(scratch(), {"train", "--data", (data() / "train").string(), "--model", "mobilenet",
-                                         "--batch", "16", "--device", "cpu", "--resume",
-                                         (dir_.path() / "ck" / "last.safetensors").string()});
+  const auto run =
+      run_stoke(scratch(), {"train", "--data", (data() / "train").string(), "--model", "mobilenet", "--batch", "16",
+                            "--device", "cpu", "--resume", (dir_.path() / "ck" / "last.safetensors").string()});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_THAT(run.err, HasSubstr("last.safetensors"));
 }
@@ -142,7 +155,8 @@ TEST_F(TrainCli, DeterministicWeightsWhateverTheThreadCount) {
   ASSERT_FALSE(one.empty());
   EXPECT_TRUE(one == bytes_of(dir_.path() / "ck2" / "last.safetensors"));
   // --deterministic is a promise of the CPU device only.
-  const auto cuda = run_stoke(scratch(), {"train", "--data", (data() / "train").string(), "--deterministic", "--device", "cuda:0"});
+  const auto cuda =
+      run_stoke(scratch(), {"train", "--data", (data() / "train").string(), "--deterministic", "--device", "cuda:0"});
   EXPECT_NE(cuda.exit_code, 0);
 }
 
@@ -152,13 +166,14 @@ TEST_F(TrainCli, DeterministicWeightsWhateverTheThreadCount) {
 TEST_F(TrainCli, ResumeAfterCtrlCMatchesAnUninterruptedRun) {
   // Enough images that an epoch lasts a while: 3 classes x 300.
   const fs::path big = dir_.path() / "big";
-  ASSERT_EQ(run_stoke(scratch(), {"gen-shapes", "--out", big.string(), "--classes", "3", "--train", "300", "--val",
-                                  "4", "--size", "32", "--seed", "3", "--quiet"})
+  ASSERT_EQ(run_stoke(scratch(), {"gen-shapes", "--out", big.string(), "--classes", "3", "--train", "300", "--val", "4",
+                                  "--size", "32", "--seed", "3", "--quiet"})
                 .exit_code,
             0);
   const auto args = [&](const std::string& folder) {
-    return std::vector<std::string>{"train", "--data", (big / "train").string(), "--epochs", "3", "--batch", "16",
-                                    "--device", "cpu", "--json", "--checkpoint", (dir_.path() / folder).string()};
+    return std::vector<std::string>{
+        "train",  "--data",       (big / "train").string(),       "--epochs", "3", "--batch", "16", "--device", "cpu",
+        "--json", "--checkpoint", (dir_.path() / folder).string()};
   };
   ASSERT_EQ(run_stoke(scratch(), args("whole")).exit_code, 0);
 
@@ -166,8 +181,9 @@ TEST_F(TrainCli, ResumeAfterCtrlCMatchesAnUninterruptedRun) {
   std::string command = std::string("'") + STOKE_CLI + "'";
   for (const std::string& a : args("cut")) command += " '" + a + "'";
   const fs::path out = dir_.path() / "cut.out", err = dir_.path() / "cut.err";
-  command += " >'" + out.string() + "' 2>'" + err.string() + "' & pid=$!; " + "for i in $(seq 1 600); do grep -q epoch '" +
-             out.string() + "' && break; sleep 0.01; done; kill -INT $pid; wait $pid";
+  command += " >'" + out.string() + "' 2>'" + err.string() + "' & pid=$!; " +
+             "for i in $(seq 1 600); do grep -q epoch '" + out.string() +
+             "' && break; sleep 0.01; done; kill -INT $pid; wait $pid";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   const int cut_exit = WEXITSTATUS(status);
@@ -201,8 +217,8 @@ TEST_F(TrainCli, CorruptImagesAreSkippedAndListed) {
   const fs::path first_class = *fs::directory_iterator(data() / "train");
   test::write_text(first_class / "broken.jpg", "this is no JPEG");
   auto args = base(1);
-  args.insert(args.end(), {"--trace", (dir_.path() / "trace.json").string(), "--report",
-                           (dir_.path() / "run.html").string()});
+  args.insert(args.end(),
+              {"--trace", (dir_.path() / "trace.json").string(), "--report", (dir_.path() / "run.html").string()});
   const auto run = run_stoke(scratch(), args);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto lines = lines_of(run.out);
@@ -233,12 +249,22 @@ TEST_F(TrainCli, RunsAPluginsTransform) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
 }
 
+TEST_F(TrainCli, ReportsCallsPastTheStallLimitAndGoesOn) {
+  auto args = base(1);
+  args.insert(args.end(), {"--stall-limit", "0.001"});  // every train step runs longer than 1 ms
+  const auto run = run_stoke(scratch(), args);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("stoke: stage 'train' has been on item"));  // as found
+  EXPECT_THAT(run.err, HasSubstr("ran past --stall-limit:"));                // and again at the end
+}
+
 TEST(TrainCliHelp, ExplainsTheOptions) {
   const stoke::nodes::test::TempDir dir;
   const auto run = run_stoke(dir.path(), {"train", "--help"});
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* option : {"--data", "--val", "--format", "--model", "--epochs", "--precision", "--resume",
-                             "--checkpoint", "--plugin", "--deterministic", "--config", "--trace", "--json"}) {
+  for (const char* option :
+       {"--data", "--val", "--format", "--model", "--epochs", "--precision", "--resume", "--checkpoint", "--plugin",
+        "--deterministic", "--config", "--trace", "--json", "--stall-limit", "--on-stall"}) {
     EXPECT_THAT(run.out, HasSubstr(option));
   }
 }

@@ -8,13 +8,13 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <thread>
-#include <utility>
 #include <stoke/gpu/compute.hpp>
 #include <stoke/gpu/pinned_allocator.hpp>
 #include <stoke/gpu/staging.hpp>
 #include <stoke/gpu/to_device.hpp>
 #include <stoke/graph/signal.hpp>
+#include <thread>
+#include <utility>
 
 #include "stoke/train/metrics.hpp"
 
@@ -140,9 +140,13 @@ class EpochGate {
     return parked_.has_value();
   }
   // Lets the batches of `epoch` (and earlier) through.
-  void open(std::uint32_t epoch) { let_through([&] { open_ = epoch; }); }
+  void open(std::uint32_t epoch) {
+    let_through([&] { open_ = epoch; });
+  }
   // Lets everything through from now on (the run is ending).
-  void release() { let_through([&] { released_ = true; }); }
+  void release() {
+    let_through([&] { released_ = true; });
+  }
 
  private:
   template <class Change>
@@ -239,7 +243,7 @@ InputConfig path_config(const InputConfig& config, gpu::Device device) {
 struct PassState {
   const BatchStep& step;
   WindowState& window;
-  const std::function<bool()>& stop;  // PassOptions::stop
+  const std::function<bool()>& stop;               // PassOptions::stop
   std::atomic<bool> dropped_after_signal = false;  // a batch came after Ctrl-C and was not stepped
 };
 
@@ -311,8 +315,10 @@ struct ComputePath::Impl {
     out.trace_file = from.trace_file;
     return out;
   }
-  graph::PipelineOptions pipeline_options(const PassStart& from) const {
+  graph::PipelineOptions pipeline_options(const PassStart& from, const InputConfig& of_pass) const {
     graph::PipelineOptions out = input.pipeline_options;
+    if (out.stall.limit.count() > 0 && !out.stall.item_name)
+      out.stall.item_name = [this, of_pass](std::uint64_t index) { return item_file(input, of_pass, index); };
     out.trace = !from.trace_file.empty();
     out.stop_on_signal = true;  // Ctrl-C drains the pass (under a SignalStop)
     return out;
@@ -343,7 +349,7 @@ EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, 
   const ActivePass active(impl_->pass, state, "ComputePath::run");
 
   const InputConfig config = impl_->pass_config(from, impl_->config.epochs);
-  graph::Pipeline pipe(impl_->pipeline_options(from));
+  graph::Pipeline pipe(impl_->pipeline_options(from, config));
 
   EpochTotals totals;
   auto start = Clock::now();
@@ -394,7 +400,7 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
   const ActivePass active(impl_->pass, state, "ComputePath::run_epochs");
 
   const InputConfig config = impl_->pass_config(from, epochs);
-  graph::Pipeline pipe(impl_->pipeline_options(from));
+  graph::Pipeline pipe(impl_->pipeline_options(from, config));
   EpochGate gate(from.epoch);
   // The epoch being read back: written by the results stage, read by this thread once the gate
   // says the epoch is through (the gate's mutex orders the two).
@@ -403,12 +409,11 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
   auto last_progress = epoch_start;
   std::vector<graph::StageStats> at_start;  // the stats when the epoch began
   impl_->add_input_stages(pipe, config)
-      .async<gpu::DeviceBatch>(
-          "epoch-gate",
-          [&gate](gpu::DeviceBatch batch, graph::Completion<gpu::DeviceBatch> done) {
-            gate.admit(std::move(batch), std::move(done));
-          },
-          {.concurrency = graph::serial(), .ordered = true, .capacity = 1})
+      .async<gpu::DeviceBatch>("epoch-gate",
+                               [&gate](gpu::DeviceBatch batch, graph::Completion<gpu::DeviceBatch> done) {
+                                 gate.admit(std::move(batch), std::move(done));
+                               },
+                               {.concurrency = graph::serial(), .ordered = true, .capacity = 1})
       .async<gpu::Computed<Readback>>(stage, impl_->compute, impl_->compute_options())
       .sink(stage + "-results", [&](gpu::Computed<Readback> done) {
         if (done.value.stepped) count(done, current, true);

@@ -261,6 +261,7 @@ void accumulate(FitResult& result, const EpochSummary& s, std::size_t max_listed
     for (const SkippedFile& f : totals->skipped_files) {
       if (result.skipped_files.size() < max_listed_skips) result.skipped_files.push_back(f);
     }
+    result.stalls.insert(result.stalls.end(), totals->report.stalls.begin(), totals->report.stalls.end());
   }
   result.checkpoint = s.checkpoint;
   result.interrupted = s.interrupted;

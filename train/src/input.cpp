@@ -189,8 +189,8 @@ nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& 
   }
   if (dataset.size() == 0) return rgb;  // nothing to batch: any shape will do
   throw std::runtime_error("the batch shape comes from the data, but none of its first " +
-                           std::to_string(std::min(dataset.size(), tries)) + " items could be read and decoded:" +
-                           failures);
+                           std::to_string(std::min(dataset.size(), tries)) +
+                           " items could be read and decoded:" + failures);
 }
 
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
@@ -202,8 +202,8 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   std::optional<gpu::ConvertOptions> convert;
   if (config.convert_on_device) {
     convert = gpu::ConvertOptions{.mean = {0.0f}, .stddev = {1.0f}};  // 0..1, every channel
-    if (const auto* normalize = dynamic_cast<const nodes::Normalize*>(transforms.empty() ? nullptr
-                                                                                         : transforms.back().get())) {
+    if (const auto* normalize =
+            dynamic_cast<const nodes::Normalize*>(transforms.empty() ? nullptr : transforms.back().get())) {
       convert->mean.assign(normalize->mean().begin(), normalize->mean().end());
       convert->stddev.assign(normalize->stddev().begin(), normalize->stddev().end());
       convert->range = normalize->range();
@@ -215,6 +215,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   graph::PipelineOptions options;
   options.threads = config.threads;
   options.trace = !config.trace_file.empty();
+  options.stall = config.stall;
   options.max_in_flight = config.in_flight > 0 ? config.in_flight : std::max<std::size_t>(2 * config.batch_size, 64);
   if (config.autotune) {
     graph::AutotuneOptions tuning = config.tuning;
@@ -272,6 +273,15 @@ graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, c
 
 // The skip report names items by stream position; the reason usually starts with the file.
 // Skips come in source order, so each epoch's permutation is computed once.
+std::string item_file(const Input& input, const InputConfig& config, std::uint64_t index) {
+  const std::size_t per_epoch = input.order.per_epoch();
+  if (per_epoch == 0) return {};
+  const std::uint64_t position = index + config.start;
+  const std::vector<std::uint64_t> order =
+      input.order.indices(static_cast<std::uint32_t>(config.first_epoch + position / per_epoch));
+  return input.dataset->name(static_cast<std::size_t>(order[position % per_epoch]));
+}
+
 std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input, const InputConfig& config) {
   std::vector<SkippedFile> out;
   const std::size_t per_epoch = input.order.per_epoch();

@@ -1,5 +1,6 @@
 #include "stoke/train/json.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,16 +22,16 @@ Json json_number(std::optional<double> value) {
 
 Json to_json(const EpochSummary& s) {
   Json out = {{"epoch", s.epoch},
-          {"train_loss", json_number(s.train_loss)},
-          {"train_top1", json_number(s.train_top1)},
-          {"val_top1", json_number(s.val_top1)},
-          {"val_top5", json_number(s.val_top5)},
-          {"images_per_sec", json_number(s.images_per_sec)},
-          {"compute_busy", json_number(s.train.compute_busy)},
-          {"bottleneck", s.train.bottleneck},
-          {"skipped", s.skipped},
-          {"checkpoint", s.checkpoint.string()},
-          {"interrupted", s.interrupted}};
+              {"train_loss", json_number(s.train_loss)},
+              {"train_top1", json_number(s.train_top1)},
+              {"val_top1", json_number(s.val_top1)},
+              {"val_top5", json_number(s.val_top5)},
+              {"images_per_sec", json_number(s.images_per_sec)},
+              {"compute_busy", json_number(s.train.compute_busy)},
+              {"bottleneck", s.train.bottleneck},
+              {"skipped", s.skipped},
+              {"checkpoint", s.checkpoint.string()},
+              {"interrupted", s.interrupted}};
   if (!s.rank_images_per_sec.empty()) {  // data-parallel
     Json rates = Json::array();
     for (const double r : s.rank_images_per_sec) rates.push_back(json_number(r));
@@ -45,6 +46,13 @@ Json to_json(const EpochSummary& s) {
 Json to_json(const FitResult& r) {
   Json files = Json::array();
   for (const SkippedFile& f : r.skipped_files) files.push_back({{"file", f.file}, {"reason", f.reason}});
+  Json stalls = Json::array();
+  for (const graph::Stall& s : r.stalls) {
+    stalls.push_back({{"stage", s.stage},
+                      {"item", s.index},
+                      {"file", s.item},
+                      {"seconds", json_number(std::chrono::duration<double>(s.running).count())}});
+  }
   return {{"final", true},
           {"epochs", r.epochs},
           {"val_top1", json_number(r.val_top1.value_or(0))},
@@ -55,6 +63,7 @@ Json to_json(const FitResult& r) {
           {"images_per_sec", json_number(r.images_per_sec())},
           {"skipped", r.skipped},
           {"skipped_files", std::move(files)},
+          {"stalls", std::move(stalls)},
           {"checkpoint", r.checkpoint.string()},
           {"interrupted", r.interrupted}};
 }

@@ -57,6 +57,8 @@ InputConfig training_input(const Recipe& recipe) {
       recipe.transforms.empty() ? default_train_transforms(size, recipe.builtin_data) : recipe.transforms;
   input.threads = recipe.threads;
   input.on_error = recipe.on_error;
+  input.stall.limit = recipe.stall_limit;
+  input.stall.policy = recipe.on_stall;
   input.autotune = recipe.autotune;
   input.decode = default_decode_options(recipe.color);
   return input;

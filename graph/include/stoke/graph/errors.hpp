@@ -29,6 +29,23 @@ class StageError : public std::runtime_error {
   std::exception_ptr cause_;
 };
 
+/// Why a run under OnStall::fail was failed: the cause() of the StageError Pipeline::run() throws.
+/// what() reads "the call ran for 12.0 s, past the stall limit of 10 s (item 'photos/a.jpg')".
+class StallError : public std::runtime_error {
+ public:
+  StallError(std::string stage, std::uint64_t index, std::string item, double seconds, double limit_seconds);
+
+  const std::string& stage() const noexcept { return stage_; }
+  std::uint64_t index() const noexcept { return index_; }
+  /// StallOptions::item_name(index), or empty.
+  const std::string& item() const noexcept { return item_; }
+
+ private:
+  std::string stage_;
+  std::uint64_t index_;
+  std::string item_;
+};
+
 /// Text of an exception_ptr's exception ("unknown exception" when it is not a std::exception).
 std::string describe(std::exception_ptr error);
 

@@ -88,6 +88,40 @@ struct AutotuneOptions {
   std::function<void(const Decision&)> on_decision{};
 };
 
+/// What the stall watchdog does about a body call that runs past StallOptions::limit.
+enum class OnStall {
+  warn,  ///< report it (StallOptions::on_stall, RunReport::stalls); the run goes on
+  fail,  ///< report it and cancel the run: Pipeline::run() throws a StageError whose cause() is a
+         ///< StallError once the call returns. A call that has not returned StallOptions::grace
+         ///< after that ends the process (exit status stall_exit_status, the report on stderr): a
+         ///< thread stuck in a body cannot be abandoned while its item lives on its stack.
+};
+
+/// Exit status of a process ended by OnStall::fail (EX_SOFTWARE).
+inline constexpr int stall_exit_status = 70;
+
+struct Stall;
+
+/// The stall watchdog: a thread that looks, every limit / 4, at the body call each of the
+/// pipeline's threads is in (a stage's item, or a source producing one) and reports each call
+/// running longer than `limit` once, with the stage, the item's source index and its name. It
+/// sees the calls of the first 63 threads that ran any pipeline's tasks (every thread of an arena
+/// of that size); an async stage's operations, which run outside the calls, are not watched.
+struct StallOptions {
+  /// 0: no watchdog (and no cost: the calls are marked only when it runs).
+  std::chrono::milliseconds limit{0};
+  OnStall policy = OnStall::warn;
+  /// OnStall::fail: how long the stalled call may take to return once the run was failed before
+  /// the process ends. 0: `limit`.
+  std::chrono::milliseconds grace{0};
+  /// The name of the item with a source index (a file path), for the report; called on the
+  /// watchdog's thread, only when a stall is reported. Empty: none.
+  std::function<std::string(std::uint64_t index)> item_name{};
+  /// Called on the watchdog's thread with each stall as it is found (to log it). Empty: a line
+  /// on stderr, "stoke: stage 'decode' has been on item 17 (photos/a.jpg) for 12.0 s (...)".
+  std::function<void(const Stall&)> on_stall{};
+};
+
 struct PipelineOptions {
   /// Source items alive in the graph at once, end to end (the source waits for a credit before
   /// producing). This is the hard memory bound; it can be changed while running.
@@ -105,6 +139,8 @@ struct PipelineOptions {
   /// Let the scheduler move the parallel stages' concurrency (within their [min, max]) and
   /// max_in_flight while the pipeline runs. nullopt: the static settings stay as given.
   std::optional<AutotuneOptions> autotune{};
+  /// Report (or fail on) a body call that runs too long: see StallOptions. Off by default.
+  StallOptions stall{};
 };
 
 }  // namespace stoke::graph

@@ -44,6 +44,21 @@ struct SkippedItem {
   std::string reason;
 };
 
+/// A body call that ran past StallOptions::limit (see the stall watchdog, options.hpp).
+struct Stall {
+  std::string stage;
+  std::uint64_t index = 0;  ///< the item's source index (a source: the item it was producing)
+  std::string item;         ///< StallOptions::item_name(index), or empty
+  /// How long the call had run: when reported (StallOptions::on_stall), then, in RunReport, until
+  /// it returned (to the watchdog's resolution, limit / 4).
+  std::chrono::nanoseconds running{0};
+  /// False when reported, true in RunReport (a run ends after its calls).
+  bool returned = false;
+};
+
+/// "stage 'decode' has been on item 17 (photos/a.jpg) for 12.0 s".
+std::string describe(const Stall& stall);
+
 struct RunReport {
   std::vector<StageStats> stages;
   std::uint64_t produced = 0;              ///< items the source produced
@@ -56,6 +71,8 @@ struct RunReport {
   /// The scheduler's moves, in order (empty without PipelineOptions::autotune).
   std::vector<Decision> decisions;
   std::size_t max_in_flight = 0;  ///< the in-flight limit at the end
+  /// Body calls that ran past PipelineOptions::stall's limit, in the order found.
+  std::vector<Stall> stalls;
 };
 
 /// A human-readable table of the stages (one line each).

@@ -195,9 +195,11 @@ struct FitResult {
   double seconds = 0;       ///< in the passes (training and validation)
   std::uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files{};  ///< the first FitOptions::max_listed_skips
-  std::filesystem::path checkpoint{};        ///< the newest written, the one to resume from; empty when none
-  bool interrupted = false;                  ///< ended by Ctrl-C
-  bool stopped_early = false;                ///< ended by on_epoch
+  /// Pipeline calls that ran past InputConfig::stall's limit (the item: its file), every pass's.
+  std::vector<graph::Stall> stalls{};
+  std::filesystem::path checkpoint{};  ///< the newest written, the one to resume from; empty when none
+  bool interrupted = false;            ///< ended by Ctrl-C
+  bool stopped_early = false;          ///< ended by on_epoch
   /// Data-parallel: steps this rank took part in with a stand-in batch because its share of an
   /// epoch ran short (files skipped), so that the other ranks' steps found it.
   std::int64_t made_up_steps = 0;

@@ -96,6 +96,9 @@ struct InputConfig {
   std::uint32_t world = 1;
   nodes::ShardRemainder remainder = nodes::ShardRemainder::uneven;
   graph::OnError on_error = graph::OnError::skip;
+  /// The stall watchdog (graph::StallOptions; limit 0: none). A pass of ComputePath names the
+  /// stalled items' files when item_name is empty (item_file()).
+  graph::StallOptions stall{};
   nodes::DecodeOptions decode = default_decode_options();
   /// Where batch slots come from: the host allocator, or gpu::batch_allocator(device) (pinned
   /// memory) when the batches go to a CUDA device.
@@ -138,6 +141,11 @@ struct SkippedFile {
   std::string file;
   std::string reason;
 };
+
+/// The dataset's name (a file) for the item at stream position `index` of a run of `input` made
+/// with `config` (its first epoch and start position). After the batch stage, a batch's index is
+/// that of its last item.
+std::string item_file(const Input& input, const InputConfig& config, std::uint64_t index);
 
 /// The files behind report.skipped_items (which the graph names by stream position) of a run of
 /// `input` made with `config` (its start position).

@@ -21,7 +21,8 @@ nlohmann::ordered_json json_number(std::optional<double> value);
 nlohmann::ordered_json to_json(const EpochSummary& summary);
 
 /// The run: final (true), epochs, val_top1, val_top5, best_val_top1 (0 without validation),
-/// images, seconds, images_per_sec, skipped, skipped_files [{file, reason}], checkpoint,
+/// images, seconds, images_per_sec, skipped, skipped_files [{file, reason}],
+/// stalls [{stage, item, file, seconds}], checkpoint,
 /// interrupted.
 nlohmann::ordered_json to_json(const FitResult& result);
 

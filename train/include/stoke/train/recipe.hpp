@@ -8,6 +8,7 @@
 //   const FitResult result = fit(trainer, data.train, data.val, fit_options(recipe, data.train->classes()));
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,10 @@ struct Recipe {
   int threads = 0;                                 ///< input threads (0: the scheduler's choice)
   bool autotune = true;                            ///< the scheduler moves the input stages' threads
   graph::OnError on_error = graph::OnError::skip;  ///< an unreadable image: skip it, or fail the run
+  /// A pipeline call running longer than this (a hung read, a plugin that never returns) is
+  /// reported with its stage and file, or fails the run (graph::StallOptions). 0: not watched.
+  std::chrono::milliseconds stall_limit{0};
+  graph::OnStall on_stall = graph::OnStall::warn;
   /// How images are decoded: 8-bit RGB, or what the files hold (grayscale as 1 channel, 16-bit
   /// and DICOM values kept); the model's input channels follow the data.
   nodes::DecodeColor color = nodes::DecodeColor::rgb;

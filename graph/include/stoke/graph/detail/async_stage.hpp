@@ -58,6 +58,7 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
     op->hold = this->runtime_.hold();  // released in resolve(): the run waits for the operation
     op->begin = ticks();
     try {
+      const typename Base::WatchedCall watched(*this, op->index);
       std::invoke(body_, std::move(*item.value), Completion<Out>(*this, op));
       op->in_body.store(false);
     } catch (...) {
@@ -82,7 +83,7 @@ class AsyncStage final : public InputStage<In>, private AsyncTarget<Out> {
       out_.hole(this->runtime_, this->wiring_.forward_holes, op->seq, op->index, op->credits);
     }
     this->leave(Base::Visit::counted);  // its slot, and a task for what waits for one
-    op->hold = {};  // the run may end now
+    op->hold = {};                      // the run may end now
   }
 
   F body_;

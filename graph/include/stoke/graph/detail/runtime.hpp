@@ -79,6 +79,9 @@ class Runtime {
   void fail(StageError error);
   void record_skip(std::string_view stage, std::uint64_t index, std::string reason);
 
+  /// The stall watchdog runs (PipelineOptions::stall): body calls mark themselves.
+  bool watching() const noexcept { return options_.stall.limit.count() > 0; }
+
   // ---- trace ----------------------------------------------------------------------------------
   bool tracing() const noexcept { return options_.trace; }
   /// begin/end in ticks (clock.hpp).

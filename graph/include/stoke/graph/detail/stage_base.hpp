@@ -5,9 +5,9 @@
 #include <oneapi/tbb/spin_mutex.h>
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
-#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -70,12 +70,12 @@ class StageBase {
   /// Wiring, done once by Pipeline::run() before anything starts.
   struct Wiring {
     int id = 0;
-    StageBase* upstream = nullptr;    ///< the one stage feeding this one (null: none, or several)
-    StageBase* downstream = nullptr;  ///< the one stage this one feeds (null: none, or several)
+    StageBase* upstream = nullptr;        ///< the one stage feeding this one (null: none, or several)
+    StageBase* downstream = nullptr;      ///< the one stage this one feeds (null: none, or several)
     std::vector<StageBase*> upstreams;    ///< when several feed this one (after a join's inputs)
     std::vector<StageBase*> downstreams;  ///< when this one feeds several (a fan-out)
-    bool gated = false;          ///< input is released in seq order
-    bool forward_holes = false;  ///< some ordered stage (or join) downstream needs this stage's holes
+    bool gated = false;                   ///< input is released in seq order
+    bool forward_holes = false;           ///< some ordered stage (or join) downstream needs this stage's holes
   };
   void wire(const Wiring& wiring);
   /// The stages this one hands items to (null where nothing is attached yet). Build time only.
@@ -94,6 +94,16 @@ class StageBase {
   void set_capacity(std::size_t capacity);
   StageStats stats() const;
   bool finished() const;
+
+  /// The body call each thread with a tally of its own is in now, as Tally::calling words (0:
+  /// none); read by the stall watchdog.
+  void calls_in_progress(std::vector<std::uint64_t>& words) const {
+    words.resize(tally_slots - 1);
+    for (std::size_t slot = 0; slot + 1 < tally_slots; ++slot)
+      words[slot] = tallies_.slots()[slot].calling.load(std::memory_order_acquire);
+  }
+  /// The source index in a Tally::calling word.
+  static std::uint64_t called_index(std::uint64_t word) noexcept { return (word >> 8) - 1; }
 
   /// Room in this stage's input buffer (read by the upstream stage, without a lock).
   bool has_room() const noexcept {
@@ -208,6 +218,26 @@ class StageBase {
     std::int64_t begin = 0;
     int weight = 0;
   };
+  /// RAII around a body call: marks the call in the calling thread's tally while the stall
+  /// watchdog runs (Runtime::watching()), so that it can tell a call that does not return.
+  class WatchedCall {
+   public:
+    WatchedCall(StageBase& stage, std::uint64_t index) noexcept
+        : tally_(stage.runtime_.watching() && owns_tally_slot() ? &stage.tallies_.mine() : nullptr) {
+      if (tally_ == nullptr) return;
+      ++tally_->calls;
+      tally_->calling.store((index + 1) << 8 | tally_->calls, std::memory_order_release);
+    }
+    ~WatchedCall() {
+      if (tally_ != nullptr) tally_->calling.store(0, std::memory_order_release);
+    }
+    WatchedCall(const WatchedCall&) = delete;
+    WatchedCall& operator=(const WatchedCall&) = delete;
+
+   private:
+    Tally* tally_;
+  };
+
   /// Whether and how to time the body call about to start. Reading the clock twice costs about
   /// as much as the executor's own work per item and stage, so calls shorter than
   /// Runtime::short_call_ticks() are timed one in sample_stride, each standing for the

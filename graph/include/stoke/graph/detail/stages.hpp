@@ -86,8 +86,8 @@ class InputStage : public StageBase {
   /// queued meanwhile is not overtaken for long: its pusher saw the slot taken (or, beside carried
   /// visits, started a task itself), and this task's leave() sees the item and starts a task.
   std::optional<Visit> take_directly(const Envelope<In>& item, std::int64_t now) noexcept {
-    if (wiring_.gated || gated_ || item.hole() || ready_.load(std::memory_order_seq_cst) != 0 ||
-        runtime_.cancelled() || !room_downstream())
+    if (wiring_.gated || gated_ || item.hole() || ready_.load(std::memory_order_seq_cst) != 0 || runtime_.cancelled() ||
+        !room_downstream())
       return std::nullopt;
     if (try_carry()) return Visit::carried;
     if (try_take_slot(now)) return Visit::counted;
@@ -121,8 +121,7 @@ class InputStage : public StageBase {
 
   /// Claims the next item for this task, or gives the task's place back (and reports whether the
   /// stage is now done). Called locked.
-  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done,
-                             Visit visit) {
+  bool claim_or_leave_locked(Envelope<In>& item, std::vector<Envelope<In>>& discarded, bool& done, Visit visit) {
     if (active() <= limit() && claim_locked(item, discarded)) return true;
     release(visit);
     done = finish_ready_locked();
@@ -387,6 +386,7 @@ class SourceStage final : public StageBase {
     const CallTiming call = begin_call();
     std::optional<Out> value;
     try {
+      const WatchedCall watched(*this, index);
       value = std::invoke(body_);
     } catch (...) {
       runtime_.release_credits(Runtime::credit_unit);
@@ -497,6 +497,7 @@ class Stage final : public InputStage<In> {
     if constexpr (Kind == StageKind::map || Kind == StageKind::filter) {
       std::optional<Out> result;
       try {
+        const typename Base::WatchedCall watched(*this, item.index);
         if constexpr (Kind == StageKind::map)
           result.emplace(std::invoke(body_, std::move(*item.value)));
         else
@@ -523,6 +524,7 @@ class Stage final : public InputStage<In> {
       {
         Emitter<Out> emitter(target);
         try {
+          const typename Base::WatchedCall watched(*this, item.index);
           std::invoke(body_, std::move(*item.value), emitter);
         } catch (...) {
           error = std::current_exception();
@@ -540,6 +542,7 @@ class Stage final : public InputStage<In> {
       return next;
     } else {  // sink
       try {
+        const typename Base::WatchedCall watched(*this, item.index);
         std::invoke(body_, std::move(*item.value));
       } catch (...) {
         error = std::current_exception();

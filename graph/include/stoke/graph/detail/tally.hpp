@@ -36,8 +36,8 @@ std::size_t next_tally_slot() noexcept;
 struct alignas(64) Tally {
   std::atomic<std::uint64_t> in{0};
   std::atomic<std::uint64_t> out{0};
-  std::atomic<std::int64_t> busy{0};     ///< ticks in body calls (timed ones, weighted)
-  std::atomic<std::int64_t> running{0};  ///< ticks of closed running intervals this thread closed
+  std::atomic<std::int64_t> busy{0};          ///< ticks in body calls (timed ones, weighted)
+  std::atomic<std::int64_t> running{0};       ///< ticks of closed running intervals this thread closed
   std::atomic<std::int64_t> carried_busy{0};  ///< the part of `busy` spent in carried visits
   /// Carried visits this thread is in (StageBase::try_carry); only this thread writes it.
   std::atomic<int> carried{0};
@@ -45,7 +45,12 @@ struct alignas(64) Tally {
   // one, and the weight of the next.
   int untimed_left = 0;
   int stride = 1;
+  // The stall watchdog (StageBase::WatchedCall), written by this thread alone: the body call it
+  // is in, as (source index + 1) << 8 | (calls & 0xff) (0: none), and the calls it made.
+  std::uint8_t calls = 0;
+  std::atomic<std::uint64_t> calling{0};
 };
+static_assert(sizeof(Tally) == 64, "a Tally is one cache line");
 
 class Tallies {
  public:
