@@ -23,6 +23,13 @@ TEST(TopK, TiesFavourTheLabel) {
   EXPECT_TRUE(in_top_k(row, 3, 4));
 }
 
+// Found by UBSan (scripts/asan.sh, `stoke classify`): an unlabelled item (-1) read row[-1].
+TEST(TopK, AnUnlabelledItemOrALabelPastTheClassesIsInNoTopK) {
+  const std::vector<float> row{0.5f, 0.9f};
+  EXPECT_FALSE(in_top_k(row, -1, 2));
+  EXPECT_FALSE(in_top_k(row, 2, 2));
+}
+
 TEST(TopK, TheTopClassesPutEqualScoresInClassOrder) {
   const std::vector<float> row{0.2f, 0.7f, 0.2f, 0.7f, 0.1f};
   EXPECT_THAT(top_classes(row, 3), ElementsAre(1u, 3u, 0u));

@@ -1,5 +1,6 @@
 #include "stoke/train/epoch.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -510,7 +511,9 @@ Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string
   std::chrono::nanoseconds busiest{0};
   for (const graph::StageStats& s : stages) {
     if (s.name == compute_stage) {
-      limit.compute_busy = seconds > 0 ? std::chrono::duration<double>(s.busy).count() / seconds : 0;
+      // A share of the window: at most 1 (an operation that began before a measured window counts
+      // whole, which can lift the sum a little past the window's length).
+      limit.compute_busy = seconds > 0 ? std::min(1.0, std::chrono::duration<double>(s.busy).count() / seconds) : 0;
     } else if (s.busy > busiest) {
       busiest = s.busy;
       limit.stage = s.name;

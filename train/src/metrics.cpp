@@ -10,6 +10,8 @@
 namespace stoke::train {
 
 bool in_top_k(std::span<const float> row, std::int32_t label, int k) {
+  // Unlabelled items (-1: `stoke classify`'s) and labels past the model's classes are in no top k.
+  if (label < 0 || static_cast<std::size_t>(label) >= row.size()) return false;
   const float mine = row[static_cast<std::size_t>(label)];
   return std::count_if(row.begin(), row.end(), [&](float v) { return v > mine; }) < k;
 }
