@@ -4,7 +4,8 @@
 # Adds a GoogleTest executable linked to GTest::gtest_main, stoke::stoke and LIBS, built with the
 # project's warnings, and registers each of its tests with ctest (gtest_discover_tests). Tests get
 # the label "gpu" when GPU is given (they must GTEST_SKIP without a device), else "cpu":
-#   ctest -L cpu        ctest -LE gpu
+#   ctest -L cpu        ctest -LE gpu        ctest --test-dir build/ci/tests/graph  (one folder's)
+# The target stoke_tests_<folder> builds every test executable of one folder under tests/.
 # STOKE_LIBS replaces stoke::stoke (e.g. stoke_gpu_sim, stoke::gpu built on the simulated CUDA
 # runtime of tests/gpu/sim); TEST_PREFIX goes before each ctest name (e.g. "sim."); TEST_FILTER
 # registers only the tests it matches (gtest's --gtest_filter syntax). SERIAL runs its tests
@@ -39,6 +40,12 @@ function(stoke_add_test)
   add_executable(${arg_NAME} ${arg_SOURCES})
   target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main ${arg_STOKE_LIBS} ${arg_LIBS}
     $<BUILD_INTERFACE:stoke_warnings>)
+  # stoke_tests_<folder> builds every test executable of one folder (the sanitizer run's subset).
+  cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
+  if(NOT TARGET stoke_tests_${folder})
+    add_custom_target(stoke_tests_${folder})
+  endif()
+  add_dependencies(stoke_tests_${folder} ${arg_NAME})
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 300)
   endif()

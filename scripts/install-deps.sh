@@ -6,6 +6,7 @@
 #   install-deps.sh              what the library, the apps and the tests need
 #   install-deps.sh --optional   also OpenCV imgcodecs (PNG, BMP, WebP, GIF, TIFF input; ~50 more
 #                                packages, GDAL among them), so the optional stoke::imgcodecs builds
+#   install-deps.sh --sanitizers clang and its ASan/UBSan/libFuzzer runtimes (scripts/asan.sh, fuzz.sh)
 #   install-deps.sh --bench      also PyTorch and torchvision, the peer of the benchmark scripts
 set -euo pipefail
 
@@ -32,9 +33,10 @@ packages=(
 for option in "$@"; do
   case "${option}" in
     --optional) packages+=(libopencv-imgcodecs-dev) ;;
+    --sanitizers) packages+=(clang libclang-rt-14-dev) ;;
     --bench) packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy) ;;
     *)
-      echo "install-deps: unknown option '${option}' (options: --optional, --bench)" >&2
+      echo "install-deps: unknown option '${option}' (options: --optional, --sanitizers, --bench)" >&2
       exit 2
       ;;
   esac
