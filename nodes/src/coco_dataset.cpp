@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -66,7 +67,8 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
     if (!id) throw std::runtime_error(file + ": a category without an integer id: " + c.dump());
     const json name = c.value("name", json(std::to_string(*id)));
     if (!name.is_string())
-      throw std::runtime_error(file + ": category " + std::to_string(*id) + ": its name is not a string: " + name.dump());
+      throw std::runtime_error(file + ": category " + std::to_string(*id) +
+                               ": its name is not a string: " + name.dump());
     categories.emplace_back(*id, name.get<std::string>());
   }
   std::sort(categories.begin(), categories.end());
@@ -92,7 +94,8 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
     const json height = image.is_object() ? image.value("height", json()) : json();
     if (!id || !name.is_string() || !width.is_number() || !height.is_number() || width.get<double>() <= 0 ||
         height.get<double>() <= 0) {
-      bad("image entry " + image.dump().substr(0, 120), "needs an integer id, a file_name and a positive width and height");
+      bad("image entry " + image.dump().substr(0, 120),
+          "needs an integer id, a file_name and a positive width and height");
       continue;
     }
     if (!position_of.emplace(*id, static_cast<std::int64_t>(declared.size())).second) {
@@ -117,8 +120,9 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
       bad(what, "its category_id is not a category of the file");
       continue;
     }
-    if (!bbox.is_array() || bbox.size() != 4 ||
-        !std::all_of(bbox.begin(), bbox.end(), [](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); })) {
+    if (!bbox.is_array() || bbox.size() != 4 || !std::all_of(bbox.begin(), bbox.end(), [](const json& v) {
+          return v.is_number() && std::isfinite(v.get<double>());
+        })) {
       bad(what, "its bbox is not [x, y, width, height] of 4 numbers: " + bbox.dump());
       continue;
     }
@@ -131,9 +135,10 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
     }
     constexpr double slack = 0.5;  // COCO's own boxes overshoot by rounding now and then
     if (x < -slack || y < -slack || x + w > image.width + slack || y + h > image.height + slack) {
-      bad(what, "its bbox " + bbox.dump() + " reaches outside its image " + image.file + " (" +
-                    std::to_string(static_cast<long long>(image.width)) + "x" +
-                    std::to_string(static_cast<long long>(image.height)) + ")");
+      // %.0f, not a cast to an integer: a declared size is any JSON number (fuzz: 3e78).
+      char size[80];
+      std::snprintf(size, sizeof size, "%.0fx%.0f", image.width, image.height);
+      bad(what, "its bbox " + bbox.dump() + " reaches outside its image " + image.file + " (" + size + ")");
       continue;
     }
     const json iscrowd = a.value("iscrowd", json(0));
@@ -144,15 +149,17 @@ CocoDataset::CocoDataset(fs::path annotations, fs::path images, CocoOptions opti
     const float crowd = std::trunc(iscrowd.get<double>()) != 0 ? 1.0f : 0.0f;
     if (crowd > 0 && !options.keep_crowd) continue;
     const auto clamp = [](double v, double hi) { return static_cast<float>(std::clamp(v, 0.0, hi)); };
-    boxes.push_back({position_of[*image_id],
-                     {clamp(x, image.width), clamp(y, image.height), clamp(x + w, image.width), clamp(y + h, image.height)},
-                     class_of[*category],
-                     crowd});
+    boxes.push_back(
+        {position_of[*image_id],
+         {clamp(x, image.width), clamp(y, image.height), clamp(x + w, image.width), clamp(y + h, image.height)},
+         class_of[*category],
+         crowd});
   }
   document = json();  // the DOM goes before the flat arrays grow
 
   // Boxes grouped by image, in annotation order within an image.
-  std::stable_sort(boxes.begin(), boxes.end(), [](const Box& a, const Box& b) { return a.image_position < b.image_position; });
+  std::stable_sort(boxes.begin(), boxes.end(),
+                   [](const Box& a, const Box& b) { return a.image_position < b.image_position; });
   std::size_t next = 0;
   for (std::size_t p = 0; p < declared.size(); ++p) {
     const std::size_t first = next;
