@@ -190,9 +190,7 @@ if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null; then
 fi
 # Examples off (tests/nodes adds the plugin example plugin_test needs itself); MPI and CUDA off;
 # imgcodecs and DICOM off: not threaded, and they would only add uninstrumented libraries.
-# -fsized-deallocation: nodes' host allocator calls the sized ::operator delete, which clang before
-# 16 declares only with it (GCC: on from C++14); only STOKE_FUZZ=ON adds it in stoke's CMake.
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_CXX_FLAGS=-fsized-deallocation \
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTOKE_SANITIZE=thread -DSTOKE_CUDA=OFF -DSTOKE_MPI=OFF \
   -DSTOKE_BUILD_EXAMPLES=OFF -DSTOKE_IMGCODECS=OFF -DSTOKE_DICOM=OFF \
   -DTBB_DIR="$tbb_dir" -DCMAKE_PREFIX_PATH="$tbb_install"
