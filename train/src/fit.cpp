@@ -11,6 +11,8 @@
 #include <stoke/graph/signal.hpp>
 #include <string>
 
+#include "stoke/train/loader.hpp"
+
 namespace stoke::train {
 
 namespace fs = std::filesystem;
@@ -19,15 +21,6 @@ namespace {
 
 double ratio(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0;
-}
-
-// For each dataset index, its position in the visiting order of `epoch`.
-std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uint32_t epoch) {
-  const std::vector<std::uint64_t> indices = order.indices(epoch);
-  std::vector<std::uint32_t> position(indices.size() == 0 ? 0 : *std::max_element(indices.begin(), indices.end()) + 1);
-  // Backwards, so that an item a padded share repeats at its end keeps its first position.
-  for (std::size_t i = indices.size(); i-- > 0;) position[indices[i]] = static_cast<std::uint32_t>(i);
-  return position;
 }
 
 // A fit run's training and validation: one training pipeline for all the epochs

@@ -2,6 +2,8 @@
 // atomic write of the page (report_page.cpp makes the page itself).
 #include "stoke/train/report.hpp"
 
+#include "text_file.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -228,24 +230,7 @@ std::vector<RunRecorder::Sample> RunRecorder::all_samples_locked() const {
 
 void RunRecorder::write_html(const fs::path& path, const std::string& title,
                              const std::vector<std::pair<std::string, std::string>>& settings) const {
-  const std::string page = html(title, settings);
-  // Written next to the target and renamed over it, so a reader never sees half a page.
-  fs::path temporary = path;
-  temporary += ".tmp";
-  const auto fail = [&](const std::string& why) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw std::runtime_error("cannot write the report " + path.string() + ": " + why);
-  };
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(std::generic_category().message(errno) + " (check that its folder exists and is writable)");
-    out.write(page.data(), static_cast<std::streamsize>(page.size()));
-    if (!out.flush()) fail("write failed (disk full?)");
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) fail(error.message());
+  detail::write_text_atomically(path, html(title, settings), "report");
 }
 
 FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecording recording) {

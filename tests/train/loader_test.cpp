@@ -1,0 +1,246 @@
+// stoke::train::Loader: batches pulled epoch after epoch equal the input pipeline's own, positions
+// resume exactly, the pool bounds what a caller that keeps batches can hold, errors and skips are
+// named, ranks share an epoch, a forked child gets an error instead of a hang.
+#include "stoke/train/loader.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stoke/graph/pipeline.hpp>
+#include <vector>
+
+#include "train_test_support.hpp"
+
+namespace stoke::train {
+namespace {
+
+using namespace std::chrono_literals;
+using test::TempDir;
+
+// What a batch held, kept after its slot went back.
+struct Seen {
+  std::uint32_t epoch = 0;
+  std::vector<std::uint64_t> indices;
+  std::vector<std::byte> pixels;
+  friend bool operator==(const Seen&, const Seen&) = default;
+};
+
+Seen seen(const nodes::Batch& b) {
+  return {b.epoch(), {b.indices().begin(), b.indices().end()}, {b.data().begin(), b.data().end()}};
+}
+
+InputConfig config_for_loader() {
+  InputConfig config = test::tiny_pass_input();
+  config.shuffle = true;
+  config.seed = 11;
+  return config;
+}
+
+// The batches of one epoch from the loader's current position.
+std::vector<Seen> epoch_of(Loader& loader) {
+  std::vector<Seen> out;
+  loader.begin();
+  while (std::optional<nodes::Batch> b = loader.next()) {
+    if (!b->valid()) break;
+    out.push_back(seen(*b));
+  }
+  return out;
+}
+
+// The batches of a plain pipeline over `epochs` epochs from `config`'s position.
+std::vector<Seen> pipeline_batches(const nodes::DatasetPtr& dataset, InputConfig config, std::uint32_t epochs) {
+  config.epochs = epochs;
+  Input input = make_input(dataset, config);
+  graph::Pipeline pipe(input.pipeline_options);
+  std::vector<Seen> out;
+  add_input(pipe, input, config).sink("keep", [&](nodes::Batch b) { out.push_back(seen(b)); });
+  pipe.run();
+  return out;
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+  std::filesystem::path root = test::write_tiny_shapes(dir);
+  nodes::DatasetPtr dataset = open_dataset(root / "train");
+};
+
+TEST_F(LoaderTest, GivesThePipelinesBatchesEpochAfterEpochEachEndingWithAnEmptyBatch) {
+  const InputConfig config = config_for_loader();
+  Loader loader(dataset, config);
+  EXPECT_EQ(loader.size(), 4u);  // 16 images in batches of 4
+  EXPECT_EQ(loader.items_per_epoch(), 16u);
+  const std::vector<Seen> expected = pipeline_batches(dataset, config, 3);
+  ASSERT_EQ(expected.size(), 12u);
+  std::vector<Seen> got;
+  for (std::uint32_t epoch = 0; epoch < 3; ++epoch) {
+    EXPECT_EQ(loader.position(), (LoaderPosition{epoch, 0}));
+    const std::vector<Seen> one = epoch_of(loader);
+    ASSERT_EQ(one.size(), 4u) << "epoch " << epoch;
+    for (const Seen& s : one) EXPECT_EQ(s.epoch, epoch);
+    got.insert(got.end(), one.begin(), one.end());
+  }
+  EXPECT_EQ(got, expected);
+  EXPECT_NE(got[0].indices, got[4].indices);  // each epoch its own order
+  EXPECT_EQ(loader.position(), (LoaderPosition{3, 0}));
+  EXPECT_EQ(loader.stats().batches, 12u);
+  EXPECT_EQ(loader.stats().images, 48u);
+}
+
+TEST_F(LoaderTest, APositionTakenMidEpochResumesWithTheSameBatchesInAnotherLoader) {
+  const InputConfig config = config_for_loader();
+  std::vector<Seen> rest;
+  LoaderPosition saved;
+  {
+    Loader loader(dataset, config);
+    epoch_of(loader);  // epoch 0
+    loader.begin();    // epoch 1
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(loader.next()->valid());
+    saved = loader.position();
+    while (std::optional<nodes::Batch> b = loader.next()) {
+      if (!b->valid()) break;
+      rest.push_back(seen(*b));
+    }
+  }
+  EXPECT_EQ(saved, (LoaderPosition{1, 8}));
+  ASSERT_EQ(rest.size(), 2u);
+  Loader resumed(dataset, config);
+  resumed.seek(saved);
+  EXPECT_EQ(epoch_of(resumed), rest);
+  EXPECT_EQ(resumed.position(), (LoaderPosition{2, 0}));
+}
+
+TEST_F(LoaderTest, AnEpochLeftEarlyCountsAsDoneAndSetEpochChoosesTheNext) {
+  const InputConfig config = config_for_loader();
+  Loader loader(dataset, config);
+  loader.begin();
+  ASSERT_TRUE(loader.next()->valid());
+  loader.begin();  // as a new DataLoader iterator: the next epoch, from its start
+  EXPECT_EQ(loader.position(), (LoaderPosition{1, 0}));
+  const std::optional<nodes::Batch> first = loader.next();
+  ASSERT_TRUE(first && first->valid());
+  EXPECT_EQ(first->epoch(), 1u);
+
+  loader.set_epoch(5);
+  EXPECT_EQ(epoch_of(loader), [&] {
+    InputConfig at5 = config;
+    at5.first_epoch = 5;
+    return pipeline_batches(dataset, at5, 1);
+  }());
+}
+
+TEST_F(LoaderTest, ACallerThatKeepsBatchesMakesThePipelineWaitForASlot) {
+  InputConfig config = config_for_loader();
+  config.batch_size = 2;  // 8 batches an epoch
+  config.prefetch = 2;    // a pool of prefetch + 2 = 4 slots
+  Loader loader(dataset, config);
+  loader.begin();
+  std::vector<nodes::Batch> kept;
+  for (int i = 0; i < 4; ++i) {
+    std::optional<nodes::Batch> b = loader.next(5s);
+    ASSERT_TRUE(b && b->valid()) << i;
+    kept.push_back(std::move(*b));
+  }
+  EXPECT_FALSE(loader.next(300ms).has_value()) << "a fifth batch while the caller holds the 4 slots";
+  kept.erase(kept.begin());  // one slot back
+  const std::optional<nodes::Batch> fifth = loader.next(5s);
+  ASSERT_TRUE(fifth && fifth->valid());
+  EXPECT_EQ(loader.position().position, 10u);
+}
+
+TEST_F(LoaderTest, RanksShareEachEpochInEqualParts) {
+  InputConfig config = config_for_loader();
+  config.world = 3;  // 16 items: padded to 6 each
+  config.remainder = nodes::ShardRemainder::pad;
+  std::multiset<std::uint64_t> all;
+  for (std::uint32_t rank = 0; rank < 3; ++rank) {
+    config.rank = rank;
+    Loader loader(dataset, config);
+    EXPECT_EQ(loader.items_per_epoch(), 6u);
+    EXPECT_EQ(loader.size(), 2u);
+    for (const Seen& s : epoch_of(loader)) all.insert(s.indices.begin(), s.indices.end());
+  }
+  EXPECT_EQ(all.size(), 18u);
+  EXPECT_EQ(std::set<std::uint64_t>(all.begin(), all.end()).size(), 16u);
+}
+
+TEST_F(LoaderTest, AnUnreadableFileIsSkippedAndNamedOrFailsTheEpochNamingIt) {
+  {
+    std::ofstream(dataset->name(3), std::ios::trunc) << "not a jpeg";
+  }
+  InputConfig config = config_for_loader();
+  {
+    Loader loader(dataset, config);
+    std::size_t images = 0;
+    for (const Seen& s : epoch_of(loader)) images += s.indices.size();
+    EXPECT_EQ(images, 15u);
+    const LoaderStats stats = loader.stats();
+    // Once, or twice when the pipeline, running ahead, has reached it in the next epoch too.
+    EXPECT_GE(stats.skipped, 1u);
+    ASSERT_EQ(stats.skipped_files.size(), stats.skipped);
+    for (const SkippedFile& f : stats.skipped_files) EXPECT_EQ(f.file, dataset->name(3));
+  }
+  config.on_error = graph::OnError::fail;
+  Loader loader(dataset, config);
+  loader.begin();
+  try {
+    while (loader.next()->valid()) {
+    }
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(dataset->name(3)), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(loader.next(), std::logic_error);  // the epoch is over; begin() starts again
+}
+
+TEST_F(LoaderTest, WritesItsReportAsJson) {
+  Loader loader(dataset, config_for_loader());
+  epoch_of(loader);
+  const std::filesystem::path path = dir / "loader.json";
+  loader.write_report(path);
+  const nlohmann::json report = nlohmann::json::parse(std::ifstream(path));
+  EXPECT_EQ(report["batches"], 4);
+  EXPECT_EQ(report["images"], 16);
+  EXPECT_EQ(report["epoch"], 1);
+  EXPECT_FALSE(report["stages"].empty());
+  EXPECT_THROW(loader.write_report(dir / "no" / "such" / "folder.json"), std::runtime_error);
+}
+
+TEST_F(LoaderTest, AForkedChildGetsAnErrorNotAHang) {
+  Loader loader(dataset, config_for_loader());
+  loader.begin();
+  ASSERT_TRUE(loader.next()->valid());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int status = 1;
+    try {
+      (void)loader.next();
+    } catch (const std::runtime_error& e) {
+      status = std::string(e.what()).find("forked") != std::string::npos ? 0 : 2;
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(loader.next()->valid());  // the parent goes on
+}
+
+TEST_F(LoaderTest, RefusesAStartPastTheEpochAndNextBeforeBegin) {
+  InputConfig config = config_for_loader();
+  config.start = 17;
+  EXPECT_THROW(Loader(dataset, config), std::invalid_argument);
+  Loader loader(dataset, config_for_loader());
+  EXPECT_THROW(loader.next(), std::logic_error);
+  EXPECT_THROW(loader.seek({0, 17}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace stoke::train

@@ -1,0 +1,370 @@
+#include "stoke/train/loader.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <stoke/graph/pipeline.hpp>
+#include <thread>
+#include <utility>
+
+#include "text_file.hpp"
+
+namespace stoke::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The most skipped files a report names (the count covers them all).
+constexpr std::size_t listed_skips = 100;
+
+}  // namespace
+
+std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uint32_t epoch) {
+  const std::vector<std::uint64_t> indices = order.indices(epoch);
+  std::vector<std::uint32_t> position(indices.empty() ? 0 : *std::max_element(indices.begin(), indices.end()) + 1);
+  // Backwards, so that an item a padded share repeats at its end keeps its first position.
+  for (std::size_t i = indices.size(); i-- > 0;) position[indices[i]] = static_cast<std::uint32_t>(i);
+  return position;
+}
+
+// One pipeline, from a position on through the epochs, and the queue its sink fills.
+struct Run {
+  InputConfig config;  // first_epoch and start: where it began
+  Input input;
+  graph::Pipeline pipe;
+  pid_t pid = ::getpid();
+  Clock::time_point started = Clock::now();
+  double waited = 0;  // the caller's waits in next(), this run's
+
+  std::mutex mutex;
+  std::condition_variable filled;
+  std::deque<nodes::Batch> queue;  // bounded by the pool: each batch holds a slot
+  std::vector<graph::Decision> decisions;
+  bool ended = false;
+  std::exception_ptr failure;
+  graph::RunReport report;  // once ended
+  std::thread thread;
+
+  Run(nodes::DatasetPtr dataset, const InputConfig& c) : config(c), input(make_input(std::move(dataset), c)), pipe(options()) {
+    add_input(pipe, input, config)
+        .sink(
+            "loader",
+            [this](nodes::Batch batch) {
+              {
+                const std::lock_guard lock(mutex);
+                queue.push_back(std::move(batch));
+              }
+              filled.notify_one();
+            },
+            {.capacity = config.prefetch});
+    thread = std::thread([this] {
+      graph::RunReport r;
+      std::exception_ptr error;
+      try {
+        r = pipe.run();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      {
+        const std::lock_guard lock(mutex);
+        report = std::move(r);
+        failure = error;
+        ended = true;
+      }
+      filled.notify_all();
+    });
+  }
+
+  graph::PipelineOptions options() {
+    graph::PipelineOptions o = input.pipeline_options;
+    if (o.autotune) {
+      auto inner = o.autotune->on_decision;
+      o.autotune->on_decision = [this, inner](const graph::Decision& d) {
+        {
+          const std::lock_guard lock(mutex);
+          decisions.push_back(d);
+        }
+        if (inner) inner(d);
+      };
+    }
+    return o;
+  }
+
+  bool forked() const noexcept { return ::getpid() != pid; }
+
+  // Cancels the pipeline and waits for it; the batches queued go back to the pool first.
+  ~Run() {
+    {
+      const std::lock_guard lock(mutex);
+      queue.clear();
+    }
+    pipe.cancel();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+struct Loader::Impl {
+  nodes::DatasetPtr dataset;
+  InputConfig config;
+  nodes::EpochOrder order;
+  nodes::BatchShape shape;
+  std::unique_ptr<Run> run;
+  LoaderPosition at;          // where the caller stands
+  LoaderPosition stream_at;   // where the running pipeline's next batch continues from
+  bool in_epoch = false;      // begin() was called and the epoch has not ended
+  bool handed = false;        // a batch of this epoch was returned
+  bool chosen = false;        // set_epoch() or seek() named the next epoch
+  std::optional<nodes::Batch> pending;  // the next epoch's first batch, seen at this one's end
+  std::vector<std::uint32_t> positions;
+  std::uint32_t positions_epoch = ~std::uint32_t{0};
+  std::uint64_t batches = 0;
+  std::uint64_t images = 0;
+
+  Impl(nodes::DatasetPtr d, InputConfig c)
+      : dataset(std::move(d)),
+        config(std::move(c)),
+        order(dataset->size(), {.shuffle = config.shuffle,
+                                .seed = config.seed,
+                                .rank = config.rank,
+                                .world = config.world,
+                                .remainder = config.remainder}),
+        at{config.first_epoch, config.start} {
+    config.epochs = 0;  // on until cancelled; begin() decides the epochs
+    if (config.start > order.per_epoch())
+      throw std::invalid_argument("stoke::train::Loader: start " + std::to_string(config.start) +
+                                  " is past the epoch's " + std::to_string(order.per_epoch()) + " items");
+    run = std::make_unique<Run>(dataset, config);  // starts at once: the first epoch's batches get ready
+    shape = run->input.pool.shape();
+    stream_at = at;
+  }
+
+  ~Impl() { stop(); }
+
+  void stop() {
+    pending.reset();
+    if (run && run->forked()) {
+      // A child of fork(): the pipeline's threads are the parent's; touching its state would hang.
+      run->thread.detach();
+      (void)run.release();
+    }
+    run.reset();
+  }
+
+  void check_fork() const {
+    if (run && run->forked())
+      throw std::runtime_error("stoke::train::Loader: the process forked (pid " + std::to_string(run->pid) + " -> " +
+                               std::to_string(::getpid()) +
+                               ") after the loader started its threads, which stay in the parent; make the Loader in "
+                               "the process that iterates it (e.g. after the fork, or with the 'spawn' start method)");
+  }
+
+  void begin() {
+    check_fork();
+    if (in_epoch && handed && !chosen) at = {at.epoch + 1, 0};  // an epoch left early: the next
+    in_epoch = true;
+    handed = false;
+    chosen = false;
+    if (order.per_epoch() == 0) return;
+    const bool live = run && !(run->ended && queue_empty());
+    if (live && stream_at == at) return;
+    pending.reset();
+    run.reset();
+    InputConfig c = config;
+    c.first_epoch = at.epoch;
+    c.start = at.position;
+    run = std::make_unique<Run>(dataset, c);
+    stream_at = at;
+  }
+
+  bool queue_empty() {
+    const std::lock_guard lock(run->mutex);
+    return run->queue.empty();
+  }
+
+  // The epoch ended: the caller goes on to the next.
+  nodes::Batch end_epoch() {
+    in_epoch = false;
+    handed = false;
+    at = {at.epoch + 1, 0};
+    stream_at = at;
+    return nodes::Batch{};
+  }
+
+  std::optional<nodes::Batch> next(std::chrono::milliseconds wait) {
+    check_fork();
+    if (!in_epoch) throw std::logic_error("stoke::train::Loader::next: no epoch begun (call begin() first)");
+    if (order.per_epoch() == 0) return end_epoch();
+    nodes::Batch batch;
+    if (pending) {
+      batch = std::move(*pending);
+      pending.reset();
+    } else {
+      std::unique_lock lock(run->mutex);
+      const auto ready = [&] { return !run->queue.empty() || run->ended; };
+      if (!ready()) {
+        const Clock::time_point start = Clock::now();
+        if (wait == std::chrono::milliseconds::max()) {
+          run->filled.wait(lock, ready);
+        } else if (!run->filled.wait_for(lock, wait, ready)) {
+          run->waited += seconds_since(start);
+          return std::nullopt;
+        }
+        run->waited += seconds_since(start);
+      }
+      if (run->queue.empty()) {  // the pipeline ended
+        if (run->failure) {
+          const std::exception_ptr failure = run->failure;
+          lock.unlock();
+          in_epoch = false;
+          run.reset();  // the next begin() starts a new one where the caller stands
+          std::rethrow_exception(failure);
+        }
+        return end_epoch();  // (a finite run; the loader's run on until cancelled)
+      }
+      batch = std::move(run->queue.front());
+      run->queue.pop_front();
+    }
+    if (batch.epoch() != at.epoch) {
+      pending = std::move(batch);
+      return end_epoch();
+    }
+    if (positions_epoch != at.epoch) {
+      positions = positions_in(order, at.epoch);
+      positions_epoch = at.epoch;
+    }
+    if (batch.size() > 0) at.position = std::max<std::size_t>(at.position, positions[batch.indices().back()] + 1u);
+    stream_at = at;
+    handed = true;
+    ++batches;
+    images += batch.size();
+    return batch;
+  }
+
+  LoaderStats stats() const {
+    LoaderStats s;
+    s.batches = batches;
+    s.images = images;
+    if (!run) return s;
+    graph::RunReport so_far;
+    {
+      const std::lock_guard lock(run->mutex);
+      s.decisions = run->decisions;
+      s.waited = run->waited;
+      if (run->ended) so_far = run->report;
+    }
+    if (so_far.stages.empty()) {
+      so_far.stages = run->pipe.stats();
+      so_far.skipped_items = run->pipe.skipped_items();
+    }
+    s.stages = std::move(so_far.stages);
+    s.seconds = seconds_since(run->started);
+    s.max_in_flight = run->pipe.max_in_flight();
+    for (const graph::StageStats& stage : s.stages) s.skipped += stage.skipped;
+    if (so_far.skipped_items.size() > listed_skips) so_far.skipped_items.resize(listed_skips);
+    s.skipped_files = name_skips(so_far, run->input, run->config);
+    s.bottleneck = bottleneck(s);
+    return s;
+  }
+
+  static std::string bottleneck(const LoaderStats& s) {
+    // The caller kept the batches waiting when it hardly ever waited for one itself.
+    if (s.seconds > 0 && s.waited < 0.05 * s.seconds && s.batches > 0) return "consumer";
+    std::string busiest;
+    double most = -1;
+    for (const graph::StageStats& stage : s.stages) {
+      if (stage.name == "loader") continue;
+      const double share = std::chrono::duration<double>(stage.busy).count() / std::max(1, stage.concurrency);
+      if (share > most) {
+        most = share;
+        busiest = stage.name;
+      }
+    }
+    return busiest;
+  }
+};
+
+Loader::Loader(nodes::DatasetPtr dataset, InputConfig config)
+    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(config))) {}
+
+Loader::~Loader() = default;
+
+std::size_t Loader::items_per_epoch() const noexcept { return impl_->order.per_epoch(); }
+
+std::size_t Loader::size() const noexcept {
+  const std::size_t items = items_per_epoch(), batch = impl_->config.batch_size;
+  return impl_->config.drop_last ? items / batch : (items + batch - 1) / batch;
+}
+
+const nodes::BatchShape& Loader::shape() const noexcept { return impl_->shape; }
+const InputConfig& Loader::config() const noexcept { return impl_->config; }
+const nodes::Dataset& Loader::dataset() const noexcept { return *impl_->dataset; }
+
+void Loader::set_epoch(std::uint32_t epoch) { seek({epoch, 0}); }
+
+void Loader::seek(LoaderPosition position) {
+  if (position.position > items_per_epoch())
+    throw std::invalid_argument("stoke::train::Loader::seek: position " + std::to_string(position.position) +
+                                " is past the epoch's " + std::to_string(items_per_epoch()) + " items");
+  impl_->at = position;
+  impl_->in_epoch = false;
+  impl_->chosen = true;
+}
+
+LoaderPosition Loader::position() const noexcept { return impl_->at; }
+
+void Loader::begin() { impl_->begin(); }
+
+std::optional<nodes::Batch> Loader::next(std::chrono::milliseconds wait) { return impl_->next(wait); }
+
+LoaderStats Loader::stats() const { return impl_->stats(); }
+
+void Loader::write_report(const std::filesystem::path& path) const {
+  const LoaderStats s = stats();
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array(), decisions = stages, skipped = stages;
+  const auto secs = [](std::chrono::nanoseconds t) { return std::chrono::duration<double>(t).count(); };
+  for (const graph::StageStats& stage : s.stages) {
+    stages.push_back({{"name", stage.name},
+                      {"items_out", stage.items_out},
+                      {"skipped", stage.skipped},
+                      {"busy_s", secs(stage.busy)},
+                      {"starved_s", secs(stage.starved)},
+                      {"blocked_s", secs(stage.blocked)},
+                      {"concurrency", stage.concurrency}});
+  }
+  for (const graph::Decision& d : s.decisions) {
+    decisions.push_back({{"at_s", secs(d.at)},
+                         {"kind", graph::to_string(d.kind)},
+                         {"stage", d.stage.empty() ? std::string("in-flight") : d.stage},
+                         {"from", d.from},
+                         {"to", d.to},
+                         {"why", d.why},
+                         {"revert", d.revert}});
+  }
+  for (const SkippedFile& f : s.skipped_files) skipped.push_back({{"file", f.file}, {"reason", f.reason}});
+  const LoaderPosition at = position();
+  const nlohmann::ordered_json json = {{"loader", "stoke"},
+                                       {"batches", s.batches},
+                                       {"images", s.images},
+                                       {"seconds", s.seconds},
+                                       {"waited_s", s.waited},
+                                       {"bottleneck", s.bottleneck},
+                                       {"epoch", at.epoch},
+                                       {"position", at.position},
+                                       {"skipped", s.skipped},
+                                       {"skipped_files", skipped},
+                                       {"max_in_flight", s.max_in_flight},
+                                       {"stages", stages},
+                                       {"decisions", decisions}};
+  detail::write_text_atomically(path, json.dump(2) + "\n", "loader report");
+}
+
+}  // namespace stoke::train
