@@ -8,6 +8,8 @@
 #                                packages, GDAL among them), so the optional stoke::imgcodecs builds
 #   install-deps.sh --sanitizers clang and its ASan/UBSan/libFuzzer runtimes (scripts/asan.sh, fuzz.sh)
 #   install-deps.sh --bench      also PyTorch and torchvision, the peer of the benchmark scripts
+#   install-deps.sh --python     the Python module's build and tests: Python's headers, pybind11,
+#                                DLPack's header, pytest and PyTorch
 set -euo pipefail
 
 packages=(
@@ -35,8 +37,9 @@ for option in "$@"; do
     --optional) packages+=(libopencv-imgcodecs-dev) ;;
     --sanitizers) packages+=(clang libclang-rt-14-dev) ;;
     --bench) packages+=(python3 python3-torch python3-torchvision python3-pil python3-numpy) ;;
+    --python) packages+=(python3 python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-numpy) ;;
     *)
-      echo "install-deps: unknown option '${option}' (options: --optional, --sanitizers, --bench)" >&2
+      echo "install-deps: unknown option '${option}' (options: --optional, --sanitizers, --bench, --python)" >&2
       exit 2
       ;;
   esac

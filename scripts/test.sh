@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# The tests cover the optional OpenCV imgcodecs decoder too.
-scripts/install-deps.sh --optional --sanitizers
+# The tests cover the optional OpenCV imgcodecs decoder and the Python module too.
+scripts/install-deps.sh --optional --sanitizers --python
 
 werror=OFF
 if [[ -n "${CI:-}" ]]; then

@@ -1,0 +1,208 @@
+"""stoke.Loader: stoke's C++ input pipeline as an iterable of torch tensors (see Loader)."""
+
+import os
+
+from . import _native
+
+STATE_VERSION = 1
+
+
+class Batch:
+    """One batch: ``images`` and ``labels`` as torch tensors, every field by name.
+
+    Unpacks as DataLoader's pair (``for images, labels in loader``); ``batch["mask"]``,
+    ``batch["indices"]``, a named target ``batch["age"]``, ``batch.names`` (the items' files) and
+    ``batch.fields`` (a dict of every tensor) give the rest. The tensors view stoke's batch memory
+    (no copy): the batch's slot goes back to the loader's pool when the last of them is freed.
+    """
+
+    __slots__ = ("fields", "names", "epoch", "_address")
+
+    def __init__(self, fields, names, epoch, address):
+        self.fields = fields
+        self.names = names
+        self.epoch = epoch
+        self._address = address
+
+    @property
+    def images(self):
+        return self.fields["images"]
+
+    @property
+    def labels(self):
+        return self.fields["labels"]
+
+    def __iter__(self):
+        return iter((self.fields["images"], self.fields["labels"]))
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return (self.fields["images"], self.fields["labels"])[key]
+        try:
+            return self.fields[key]
+        except KeyError:
+            raise KeyError(f"this batch has no field {key!r}; it has {sorted(self.fields)}") from None
+
+    def keys(self):
+        return self.fields.keys()
+
+    def __repr__(self):
+        shapes = ", ".join(f"{k}={tuple(v.shape)}" for k, v in self.fields.items())
+        return f"stoke.Batch(epoch={self.epoch}, {shapes})"
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class Loader:
+    """Batches of a dataset through stoke's input pipeline, as torch tensors.
+
+    Args:
+        data: what ``stoke train --data`` takes: an ImageFolder (one folder per class), a file
+            list (.csv/.txt), a CIFAR folder, a pack (.stoke), tar shards (a file, a folder, a
+            pattern), a segmentation folder. ``format`` forces one reading.
+        transforms: registry specs, as ``stoke bench pipeline --transform`` takes them, applied in
+            order; they must end at ``size`` x ``size``. Default: ``random_resized_crop size=<size>``,
+            ``random_horizontal_flip``, ``normalize``. With a final ``normalize`` the images are
+            float32 NCHW, normalized; without, uint8 NHWC (``stoke bench pipeline --list-transforms``
+            lists the transforms and their parameters).
+        batch_size, shuffle, seed, drop_last: as DataLoader's. Each epoch's order and each item's
+            augmentation are functions of (seed, epoch, item): set_epoch() picks the epoch.
+        device: "cpu". (CUDA output is not in this build yet: move the tensors with
+            ``.cuda(non_blocking=True)``; the images come from ordinary host memory.)
+        rank, world: this process's share of each epoch in a data-parallel run; ``remainder``
+            ("pad", the default, as DistributedSampler; "drop"; "uneven") makes the shares equal.
+        threads: the parallel stages' threads (None: one per core to start; with autotune the
+            scheduler moves them within [1, 2 x cores]).
+        autotune: let stoke's scheduler move threads and the in-flight limit while it runs.
+        cpu_budget: the cores the loader's stages may keep busy together (None: every core this
+            process may run on). The scheduler grows a stage only while the stages' measured busy
+            time stays within it. When the model trains on the same CPU, share the cores by this
+            rule: give torch ``torch.set_num_threads(k)`` and the loader ``cpu_budget=cores - k``
+            (at least 1).
+        on_error: "skip" (an unreadable or undecodable file is left out, counted and named in
+            stats()["skipped_files"]) or "fail" (the iteration raises, naming the stage and the file).
+        plugins: shared libraries of stoke transform plugins to load first (their transforms can
+            then be named in ``transforms``).
+        prefetch: batches prepared ahead (the pool holds prefetch + 2 batches).
+
+    Memory is bounded: every batch is a slot of a pool of ``prefetch + 2`` batches allocated at the
+    start, and the tensors a batch yields view its slot. A slot goes back to the pool when the last
+    tensor viewing it is freed, so a training loop that keeps tensors (a list of them, a ``.numpy()``
+    view) makes the loader wait for a free slot -- it never grows. Copy (``.clone()``) what you keep.
+
+    The loader's threads start when it is made. A process that forks afterwards (a DataLoader
+    worker, multiprocessing's "fork") cannot use it in the child: iterating there raises an error.
+    Ctrl-C interrupts a wait for a batch (KeyboardInterrupt).
+    """
+
+    def __init__(self, data, transforms=None, batch_size=64, size=224, shuffle=True, seed=0, drop_last=False,
+                 device="cpu", rank=0, world=1, remainder="pad", threads=None, autotune=True, cpu_budget=None,
+                 on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True):
+        if str(device) != "cpu":
+            raise ValueError(f"stoke.Loader: device={device!r} is not supported by this build yet; use device='cpu' "
+                             "and move the tensors with .cuda(non_blocking=True)")
+        if not os.path.exists(str(data)) and "{" not in str(data) and "*" not in str(data):
+            raise FileNotFoundError(f"stoke.Loader: {data} does not exist (a folder of images, a file list, a pack "
+                                    "or tar shards)")
+        if isinstance(transforms, str):
+            transforms = [transforms]
+        s = _native.Settings()
+        s.data = str(data)
+        s.transforms = list(transforms or [])
+        s.batch_size = int(batch_size)
+        s.size = int(size)
+        s.shuffle = bool(shuffle)
+        s.seed = int(seed)
+        s.drop_last = bool(drop_last)
+        s.rank = int(rank)
+        s.world = int(world)
+        s.remainder = str(remainder)
+        s.threads = 0 if threads is None else int(threads)
+        s.autotune = bool(autotune)
+        s.cpu_budget = 0 if cpu_budget is None else max(1, int(cpu_budget))
+        s.on_error = str(on_error)
+        s.plugins = [str(p) for p in plugins]
+        s.prefetch = int(prefetch)
+        s.format = "" if format in (None, "auto") else str(format)
+        s.color = str(color)
+        s.fuse = bool(fuse)
+        self._settings = s
+        self._native = _native.NativeLoader(s)
+
+    def __len__(self):
+        """Batches per epoch (this rank's share; skipped files can make an epoch shorter)."""
+        return len(self._native)
+
+    def __iter__(self):
+        """One epoch: the one set_epoch() or load_state_dict() named, else the one after the last
+        (an iteration left early counts as done, as a DataLoader iterator dropped)."""
+        import torch.utils.dlpack
+
+        self._native.begin()
+        while True:
+            raw = self._native.next()
+            if raw is None:
+                return
+            names = raw.pop("names")
+            epoch = raw.pop("epoch")
+            address = raw.pop("address")
+            fields = {name: torch.utils.dlpack.from_dlpack(capsule) for name, capsule in raw.items()}
+            yield Batch(fields, names, epoch, address)
+
+    @property
+    def batch_size(self):
+        return self._settings.batch_size
+
+    @property
+    def shape(self):
+        """The batches' shape, e.g. "64 x 3x224x224 nchw f32"."""
+        return self._native.shape()
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration goes through, from its start (DistributedSampler's call)."""
+        if epoch < 0:
+            raise ValueError(f"stoke.Loader.set_epoch: epoch {epoch} is negative")
+        self._native.set_epoch(int(epoch))
+
+    def state_dict(self):
+        """Where the loader stands, to resume exactly (the StatefulDataLoader contract): after the
+        batches yielded so far in the current epoch, or at the next epoch's start."""
+        epoch, position = self._native.position()
+        s = self._settings
+        return {"version": STATE_VERSION, "epoch": epoch, "position": position, "seed": s.seed,
+                "shuffle": s.shuffle, "rank": s.rank, "world": s.world,
+                "items_per_epoch": self._native.items_per_epoch()}
+
+    def load_state_dict(self, state):
+        """Resume from a state_dict(): the next iteration yields the rest of its epoch. Raises
+        ValueError when the state belongs to another order (seed, shuffle, world, dataset size)."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"stoke.Loader.load_state_dict: state version {state.get('version')!r}, "
+                             f"this loader reads {STATE_VERSION}")
+        mine = self.state_dict()
+        for key in ("seed", "shuffle", "rank", "world", "items_per_epoch"):
+            if state[key] != mine[key]:
+                raise ValueError(f"stoke.Loader.load_state_dict: the state has {key}={state[key]!r} but this loader "
+                                 f"{key}={mine[key]!r}; resume with the same data and settings")
+        self._native.seek(int(state["epoch"]), int(state["position"]))
+
+    def stats(self):
+        """The pipeline's stages (busy, starved, blocked seconds, threads), the bottleneck ("consumer"
+        when batches wait for the training loop), the scheduler's moves, skipped files, the seconds
+        the loop waited for batches."""
+        return self._native.stats()
+
+    def write_report(self, path):
+        """stats() as a JSON file (written atomically)."""
+        self._native.write_report(str(path))
+
+    def __repr__(self):
+        return f"stoke.Loader({self._settings.data!r}, {self.shape}, {len(self)} batches per epoch)"

@@ -1,0 +1,196 @@
+"""stoke.Loader: the tensors are the C++ pipeline's batches, handed over without a copy; the pool
+bound holds; resume is exact; ranks share epochs; errors are named; Ctrl-C and fork behave."""
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+
+import stoke
+from stoke import _native
+
+TRANSFORMS = ["random_resized_crop size=16", "random_horizontal_flip", "normalize"]
+
+
+def make(data, **kw):
+    settings = dict(batch_size=4, size=16, transforms=TRANSFORMS, seed=7, threads=2, autotune=False)
+    settings.update(kw)
+    return stoke.Loader(data, **settings)
+
+
+def epoch(loader):
+    """An epoch's batches as (image bytes, labels, indices), nothing kept of the tensors."""
+    return [(b.images.numpy().tobytes(), b.labels.tolist(), b["indices"].tolist()) for b in loader]
+
+
+def test_tensors_equal_the_cpp_pipelines_batches_epoch_after_epoch(shapes):
+    loader = make(shapes)
+    assert len(loader) == 6  # 24 images in batches of 4
+    got = epoch(loader) + epoch(loader)
+    expected = [(pixels, labels, indices) for pixels, labels, indices in
+                _native.reference_batches(loader._settings, epoch=0, epochs=2)]
+    assert len(got) == 12
+    assert got == expected
+    assert got[0][2] != got[6][2]  # each epoch its own order
+
+
+def test_batches_are_float_nchw_after_normalize_and_uint8_nhwc_without(shapes):
+    b = next(iter(make(shapes)))
+    assert b.images.dtype == torch.float32 and tuple(b.images.shape) == (4, 3, 16, 16)
+    assert b.labels.dtype == torch.int32 and tuple(b.labels.shape) == (4,)
+    images, labels = b  # DataLoader's pair
+    assert images is b.images and labels is b.labels
+    assert all(name.endswith(".jpg") for name in b.names)
+    raw = next(iter(make(shapes, transforms=["resize size=16"])))
+    assert raw.images.dtype == torch.uint8 and tuple(raw.images.shape) == (4, 16, 16, 3)
+    with pytest.raises(KeyError, match="no field 'mask'"):
+        b["mask"]
+
+
+def test_the_tensors_view_the_batch_slot_without_a_copy(shapes):
+    loader = make(shapes, prefetch=1)  # 3 slots
+    addresses = set()
+    for b in loader:
+        assert b.images.data_ptr() == b._address
+        addresses.add(b._address)
+    assert len(addresses) <= 3  # the slots, reused
+
+
+def test_a_loop_that_keeps_tensors_makes_the_loader_wait_never_grow(shapes):
+    loader = make(shapes, prefetch=1)  # a pool of 3 slots
+    it = iter(loader)
+    kept = [next(it).images for _ in range(3)]
+    got = []
+    taker = threading.Thread(target=lambda: got.append(next(it)))
+    taker.start()
+    taker.join(timeout=1.0)
+    assert taker.is_alive(), "a fourth batch while the loop holds all 3 slots"
+    del kept[0]
+    gc.collect()
+    taker.join(timeout=10)
+    assert not taker.is_alive() and len(got) == 1
+
+
+def test_state_dict_resumes_mid_epoch_with_the_same_batches(shapes):
+    first = make(shapes)
+    epoch(first)
+    it = iter(first)
+    for _ in range(2):
+        next(it)
+    state = first.state_dict()
+    assert (state["epoch"], state["position"]) == (1, 8)
+    rest = [(b.images.numpy().tobytes(), b.labels.tolist(), b["indices"].tolist()) for b in it]
+    resumed = make(shapes)
+    resumed.load_state_dict(state)
+    assert epoch(resumed) == rest
+    assert resumed.state_dict()["epoch"] == 2
+    with pytest.raises(ValueError, match="seed=7 but this loader seed=8"):
+        make(shapes, seed=8).load_state_dict(state)
+
+
+def test_set_epoch_picks_the_epoch(shapes):
+    loader = make(shapes)
+    loader.set_epoch(4)
+    expected = [(p, l, i) for p, l, i in _native.reference_batches(loader._settings, epoch=4, epochs=1)]
+    assert epoch(loader) == expected
+
+
+def test_ranks_share_each_epoch_in_equal_parts(shapes):
+    seen = []
+    for rank in range(5):  # 24 items: padded to 5 each
+        loader = make(shapes, rank=rank, world=5, batch_size=2)
+        assert len(loader) == 3
+        indices = [i for _, _, batch in epoch(loader) for i in batch]
+        assert len(indices) == 5
+        seen += indices
+    assert sorted(set(seen)) == list(range(24))
+
+
+def test_an_unreadable_file_is_skipped_and_named_or_fails_naming_it(shapes_copy):
+    first_class = sorted(p for p in shapes_copy.iterdir() if p.is_dir())[0]
+    bad = sorted(first_class.iterdir())[0]
+    bad.write_bytes(b"not a jpeg")
+    loader = make(shapes_copy, shuffle=False)
+    assert sum(len(labels) for _, labels, _ in epoch(loader)) == 23
+    skipped = loader.stats()["skipped_files"]
+    assert skipped and all(file == str(bad) for file, _ in skipped)
+    with pytest.raises(RuntimeError, match=str(bad)):
+        epoch(make(shapes_copy, on_error="fail"))
+
+
+def test_bad_arguments_name_the_thing(shapes, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        make(tmp_path / "nothing-here")
+    with pytest.raises(ValueError, match="no_such_transform"):
+        make(shapes, transforms=["no_such_transform size=3"])
+    with pytest.raises(ValueError, match="on_error must be 'skip' or 'fail'"):
+        make(shapes, on_error="ignore")
+    with pytest.raises(ValueError, match="device='cuda:0' is not supported"):
+        make(shapes, device="cuda:0")
+
+
+def test_stats_and_report(shapes, tmp_path):
+    loader = make(shapes)
+    epoch(loader)
+    stats = loader.stats()
+    assert stats["batches"] == 6 and stats["images"] == 24
+    assert {s["name"] for s in stats["stages"]} >= {"read", "loader"}
+    assert stats["bottleneck"]
+    loader.write_report(tmp_path / "loader.json")
+    assert '"batches": 6' in (tmp_path / "loader.json").read_text()
+
+
+def run_python(code, **kw):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_ctrl_c_interrupts_a_wait_for_a_batch(shapes):
+    # The loop holds every slot, so the next batch never comes: only Ctrl-C ends the wait.
+    child = run_python(f"""
+        import stoke, sys
+        loader = stoke.Loader({str(shapes)!r}, batch_size=4, size=16, prefetch=1,
+                              transforms=["random_resized_crop size=16"])
+        it = iter(loader)
+        kept = [next(it) for _ in range(3)]
+        print("waiting", flush=True)
+        try:
+            next(it)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+        sys.exit(3)
+    """)
+    assert child.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    out, _ = child.communicate(timeout=30)
+    assert child.returncode == 0, out
+    assert "interrupted" in out
+    assert time.monotonic() - sent < 5
+
+
+def test_a_forked_child_gets_an_error_not_a_hang(shapes):
+    loader = make(shapes)
+    it = iter(loader)
+    next(it)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            next(it)
+        except RuntimeError as e:
+            code = 0 if "forked" in str(e) else 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert next(it).images.shape[0] == 4  # the parent goes on
