@@ -54,9 +54,11 @@ def init_worker(source_dir):
 
 
 def make_image(seed, index, grain):
-    """Item `index`: (JPEG bytes, width, height). A function of (seed, index, grain) only."""
+    """Item `index`: (JPEG bytes, width, height, source photo's number, whether the crop's centre
+    lies in the photo's lower half). A function of (seed, index, grain) only."""
     rng = np.random.default_rng([seed, index])
-    name, pixels = SOURCES[int(rng.integers(len(SOURCES)))]
+    source = int(rng.integers(len(SOURCES)))
+    name, pixels = SOURCES[source]
     src_h, src_w = pixels.shape[:2]
 
     portrait = rng.random() < 0.2
@@ -87,16 +89,27 @@ def make_image(seed, index, grain):
     quality = int(rng.integers(90, 96))
     out = io.BytesIO()
     Image.fromarray(data).save(out, format="JPEG", quality=quality)
-    return out.getvalue(), width, height
+    lower = y0 + crop_h / 2 >= src_h / 2
+    return out.getvalue(), width, height, source, lower
 
 
 def make_task(args):
     seed, index, grain = args
-    return index, make_image(seed, index, grain)[0]
+    data, _, _, source, lower = make_image(seed, index, grain)
+    return index, data, source, lower
 
 
 def make_size_task(args):
     return len(make_image(*args)[0])
+
+
+def source_labels(source_dir):
+    """For each source photo (load_sources' order), its class: one per photo, a photo's other
+    encodings (name_progressive.jpg) in the same class as name.jpg."""
+    stems = [os.path.basename(p)[:-len(".jpg")].removesuffix("_progressive")
+             for p in sorted(glob.glob(os.path.join(source_dir, "*.jpg")))]
+    classes = sorted(set(stems))
+    return [classes.index(stem) for stem in stems]
 
 
 def class_dir(out, classes, index):
@@ -133,7 +146,17 @@ def main():
     parser.add_argument("--source", default=DEFAULT_SOURCE, help=f"photos to crop (default {DEFAULT_SOURCE})")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
     parser.add_argument("--force", action="store_true", help="replace the class_* folders of a non-empty --out")
+    parser.add_argument("--label-by", choices=("index", "source", "source-half"), default="index",
+                        help="an image's class: its index modulo --classes (default; the classes are noise, "
+                             "for loader benchmarks); the source photo it was cropped from (one class per "
+                             "photo, --classes ignored: a corpus a model can learn); or the photo and whether the "
+                             "crop's centre is in its upper or lower half (two classes per photo: harder, some "
+                             "crops straddle the middle)")
     args = parser.parse_args()
+    labels = source_labels(args.source) if args.label_by != "index" else None
+    halves = 2 if args.label_by == "source-half" else 1
+    if labels:
+        args.classes = (max(labels) + 1) * halves
     if args.count < 1 or args.classes < 1 or args.jobs < 1:
         parser.error("--count, --classes and --jobs must be positive")
 
@@ -142,7 +165,7 @@ def main():
             sys.exit(f"make-photo-corpus: {args.out} is not empty (use --force to replace its class_* folders)")
         for old in glob.glob(os.path.join(args.out, "class_*")):
             shutil.rmtree(old)
-    for c in range(min(args.classes, args.count)):
+    for c in range(args.classes if labels else min(args.classes, args.count)):
         os.makedirs(class_dir(args.out, args.classes, c), exist_ok=True)
 
     begin = time.time()
@@ -154,8 +177,9 @@ def main():
         while True:
             total = 0
             tasks = [(args.seed, i, grain) for i in range(args.count)]
-            for done, (index, data) in enumerate(pool.imap_unordered(make_task, tasks, chunksize=8), 1):
-                path = os.path.join(class_dir(args.out, args.classes, index), f"img_{index:06d}.jpg")
+            for done, (index, data, source, lower) in enumerate(pool.imap_unordered(make_task, tasks, chunksize=8), 1):
+                label = labels[source] * halves + (int(lower) if halves == 2 else 0) if labels else index
+                path = os.path.join(class_dir(args.out, args.classes, label), f"img_{index:06d}.jpg")
                 with open(path, "wb") as f:
                     f.write(data)
                 total += len(data)
