@@ -113,7 +113,7 @@ def run(args, kind, workers, threads, initial_state, classes):
         loss_sum, seen = 0.0, 0
         for batch_images, labels in train:
             logits = model(batch_images)
-            loss = F.cross_entropy(logits, labels.long())
+            loss = F.cross_entropy(logits, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -130,7 +130,7 @@ def run(args, kind, workers, threads, initial_state, classes):
     correct = total = 0
     with torch.no_grad():
         for batch_images, labels in val:
-            correct += int((model(batch_images).argmax(1) == labels.long()).sum())
+            correct += int((model(batch_images).argmax(1) == labels).sum())
             total += labels.shape[0]
     result = {"loader": kind, "workers": workers if kind == "torch" else None, "torch_threads": threads,
               "epochs": args.epochs, "images": images, "seconds": round(seconds, 2),

@@ -92,6 +92,9 @@ class Loader:
         plugins: shared libraries of stoke transform plugins to load first (their transforms can
             then be named in ``transforms``).
         prefetch: batches prepared ahead (the pool holds prefetch + 2 batches).
+        label_dtype: the labels' torch dtype: torch.int64 (the default: DataLoader's, what
+            cross_entropy takes; a copy of batch_size numbers) or torch.int32 (stoke's own, a view
+            of the batch like every other field).
 
     Memory is bounded: every batch is a slot of a pool of ``prefetch + 2`` batches allocated at the
     start, and the tensors a batch yields view its slot. A slot goes back to the pool when the last
@@ -105,7 +108,7 @@ class Loader:
 
     def __init__(self, data, transforms=None, batch_size=64, size=224, shuffle=True, seed=0, drop_last=False,
                  device="cpu", rank=0, world=1, remainder="pad", threads=None, autotune=True, cpu_budget=None,
-                 on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True):
+                 on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True, label_dtype=None):
         if str(device) != "cpu":
             raise ValueError(f"stoke.Loader: device={device!r} is not supported by this build yet; use device='cpu' "
                              "and move the tensors with .cuda(non_blocking=True)")
@@ -135,6 +138,11 @@ class Loader:
         s.color = str(color)
         s.fuse = bool(fuse)
         self._settings = s
+        import torch
+
+        self._label_dtype = torch.int64 if label_dtype is None else label_dtype
+        if self._label_dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"stoke.Loader: label_dtype must be torch.int64 or torch.int32, not {label_dtype}")
         self._native = _native.NativeLoader(s)
 
     def __len__(self):
@@ -155,6 +163,8 @@ class Loader:
             epoch = raw.pop("epoch")
             address = raw.pop("address")
             fields = {name: torch.utils.dlpack.from_dlpack(capsule) for name, capsule in raw.items()}
+            if self._label_dtype != torch.int32:
+                fields["labels"] = fields["labels"].to(self._label_dtype)
             yield Batch(fields, names, epoch, address)
 
     @property

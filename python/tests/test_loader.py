@@ -44,7 +44,8 @@ def test_tensors_equal_the_cpp_pipelines_batches_epoch_after_epoch(shapes):
 def test_batches_are_float_nchw_after_normalize_and_uint8_nhwc_without(shapes):
     b = next(iter(make(shapes)))
     assert b.images.dtype == torch.float32 and tuple(b.images.shape) == (4, 3, 16, 16)
-    assert b.labels.dtype == torch.int32 and tuple(b.labels.shape) == (4,)
+    assert b.labels.dtype == torch.int64 and tuple(b.labels.shape) == (4,)  # DataLoader's, cross_entropy's
+    assert make(shapes, label_dtype=torch.int32).__iter__().__next__().labels.dtype == torch.int32
     images, labels = b  # DataLoader's pair
     assert images is b.images and labels is b.labels
     assert all(name.endswith(".jpg") for name in b.names)
@@ -134,6 +135,17 @@ def test_bad_arguments_name_the_thing(shapes, tmp_path):
         make(shapes, on_error="ignore")
     with pytest.raises(ValueError, match="device='cuda:0' is not supported"):
         make(shapes, device="cuda:0")
+
+
+@pytest.mark.skipif(not os.environ.get("STOKE_EXAMPLE_PLUGIN"), reason="needs examples/plugin (STOKE_EXAMPLE_PLUGIN)")
+def test_a_plugins_transform_runs_in_the_loader(shapes):
+    plugin = os.environ["STOKE_EXAMPLE_PLUGIN"]
+    plain = next(iter(make(shapes, transforms=["resize size=16"], shuffle=False)))
+    windowed = next(iter(make(shapes, transforms=["resize size=16", "window center=64 width=32"], shuffle=False,
+                              plugins=[plugin])))
+    assert windowed.images.shape == plain.images.shape
+    assert not torch.equal(windowed.images, plain.images)
+    assert int(windowed.images.max()) == 255  # pixels above center + width / 2 stretched to the top
 
 
 def test_stats_and_report(shapes, tmp_path):
