@@ -6,6 +6,7 @@
 #include <opencv2/core/utility.hpp>
 #include <stoke/nodes/collate.hpp>
 #include <stoke/nodes/decode_augment.hpp>
+#include <stoke/train/json.hpp>
 #include <thread>
 
 #include "opencv_threads.hpp"
@@ -92,15 +93,7 @@ void to_json(nlohmann::ordered_json& json, const InputPipelineResult& r) {
   for (const auto& s : r.skipped) skipped.push_back({{"file", s.file}, {"reason", s.reason}});
   for (const auto& s : r.report.stages)
     stages.push_back({{"name", s.name}, {"items_out", s.items_out}, {"busy_pct", r.busy_pct(s)}});
-  for (const auto& d : r.report.decisions) {
-    decisions.push_back({{"at_s", std::chrono::duration<double>(d.at).count()},
-                         {"kind", graph::to_string(d.kind)},
-                         {"stage", d.stage.empty() ? std::string("in-flight") : d.stage},
-                         {"from", d.from},
-                         {"to", d.to},
-                         {"why", d.why},
-                         {"revert", d.revert}});
-  }
+  for (const auto& d : r.report.decisions) decisions.push_back(train::to_json(d));
   json = {{"bench", "pipeline"},      {"images_per_sec", r.images_per_sec()},
           {"images", r.images},       {"skipped", r.skipped_count},
           {"skipped_files", skipped}, {"files_read", r.files_read},

@@ -7,10 +7,10 @@
 #include <chrono>
 #include <optional>
 #include <stdexcept>
-#include <stoke/graph/decision.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
 #include <stoke/train/input.hpp>
+#include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
 #include <string>
 #include <vector>
@@ -86,47 +86,6 @@ py::dict batch_dict(nodes::Batch batch) {
       put("box_extras", b.box_extras().data(), dl_type(nodes::ElementType::f32), {n, boxes, shape.box_extras});
   }
   if (shape.variable_size) put("item_sizes", b.item_sizes().data(), dl_type(nodes::ElementType::i32), {n, 2});
-  return out;
-}
-
-double seconds(std::chrono::nanoseconds t) { return std::chrono::duration<double>(t).count(); }
-
-py::dict stats_dict(const train::LoaderStats& s) {
-  py::list stages, decisions, skipped;
-  for (const graph::StageStats& st : s.stages) {
-    py::dict d;
-    d["name"] = st.name;
-    d["items_out"] = st.items_out;
-    d["skipped"] = st.skipped;
-    d["busy_s"] = seconds(st.busy);
-    d["starved_s"] = seconds(st.starved);
-    d["blocked_s"] = seconds(st.blocked);
-    d["concurrency"] = st.concurrency;
-    stages.append(d);
-  }
-  for (const graph::Decision& dec : s.decisions) {
-    py::dict d;
-    d["at_s"] = seconds(dec.at);
-    d["kind"] = graph::to_string(dec.kind);
-    d["stage"] = dec.stage.empty() ? std::string("in-flight") : dec.stage;
-    d["from"] = dec.from;
-    d["to"] = dec.to;
-    d["why"] = dec.why;
-    d["revert"] = dec.revert;
-    decisions.append(d);
-  }
-  for (const train::SkippedFile& f : s.skipped_files) skipped.append(py::make_tuple(f.file, f.reason));
-  py::dict out;
-  out["stages"] = stages;
-  out["bottleneck"] = s.bottleneck;
-  out["decisions"] = decisions;
-  out["batches"] = s.batches;
-  out["images"] = s.images;
-  out["skipped"] = s.skipped;
-  out["skipped_files"] = skipped;
-  out["seconds"] = s.seconds;
-  out["waited_s"] = s.waited;
-  out["max_in_flight"] = s.max_in_flight;
   return out;
 }
 
@@ -288,7 +247,7 @@ PYBIND11_MODULE(_native, m) {
            })
       .def("seek", [](NativeLoader& l, std::uint32_t epoch,
                       std::size_t position) { l.loader().seek({epoch, position}); })
-      .def("stats", [](NativeLoader& l) { return python::stats_dict(l.loader().stats()); })
+      .def("stats_json", [](NativeLoader& l) { return train::to_json(l.loader().stats(), l.loader().position()).dump(); })
       .def("write_report", [](NativeLoader& l, const std::filesystem::path& path) { l.loader().write_report(path); });
 
   m.def("reference_batches", &python::reference_batches, py::arg("settings"), py::arg("epoch") = 0,

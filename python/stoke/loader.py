@@ -1,5 +1,6 @@
 """stoke.Loader: stoke's C++ input pipeline as an iterable of torch tensors (see Loader)."""
 
+import json
 import os
 
 from . import _native
@@ -205,10 +206,11 @@ class Loader:
         self._native.seek(int(state["epoch"]), int(state["position"]))
 
     def stats(self):
-        """The pipeline's stages (busy, starved, blocked seconds, threads), the bottleneck ("consumer"
-        when batches wait for the training loop), the scheduler's moves, skipped files, the seconds
-        the loop waited for batches."""
-        return self._native.stats()
+        """A dict: the pipeline's stages (busy, starved, blocked seconds, threads), the bottleneck
+        ("consumer" when batches wait for the training loop), the scheduler's moves
+        ("decisions"), skipped files ({"file", "reason"}), the seconds the loop waited for batches
+        ("waited_s"), where the loader stands. Counted since the pipeline (re)started."""
+        return json.loads(self._native.stats_json())
 
     def write_report(self, path):
         """stats() as a JSON file (written atomically)."""

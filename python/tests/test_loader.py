@@ -121,7 +121,7 @@ def test_an_unreadable_file_is_skipped_and_named_or_fails_naming_it(shapes_copy)
     loader = make(shapes_copy, shuffle=False)
     assert sum(len(labels) for _, labels, _ in epoch(loader)) == 23
     skipped = loader.stats()["skipped_files"]
-    assert skipped and all(file == str(bad) for file, _ in skipped)
+    assert skipped and all(s["file"] == str(bad) for s in skipped)
     with pytest.raises(RuntimeError, match=str(bad)):
         epoch(make(shapes_copy, on_error="fail"))
 

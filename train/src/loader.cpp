@@ -7,12 +7,12 @@
 #include <deque>
 #include <exception>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <stoke/graph/pipeline.hpp>
 #include <thread>
 #include <utility>
 
+#include "stoke/train/json.hpp"
 #include "text_file.hpp"
 
 namespace stoke::train {
@@ -328,9 +328,25 @@ std::optional<nodes::Batch> Loader::next(std::chrono::milliseconds wait) { retur
 LoaderStats Loader::stats() const { return impl_->stats(); }
 
 void Loader::write_report(const std::filesystem::path& path) const {
-  const LoaderStats s = stats();
-  nlohmann::ordered_json stages = nlohmann::ordered_json::array(), decisions = stages, skipped = stages;
+  detail::write_text_atomically(path, to_json(stats(), position()).dump(2) + "\n", "loader report");
+}
+
+// json.hpp's functions for the loader, here rather than in json.cpp: a program that links the
+// loader (the Python module) then needs none of fit's and evaluate's code and libraries.
+
+nlohmann::ordered_json to_json(const graph::Decision& d) {
+  return {{"at_s", std::chrono::duration<double>(d.at).count()},
+          {"kind", graph::to_string(d.kind)},
+          {"stage", d.stage.empty() ? std::string("in-flight") : d.stage},
+          {"from", d.from},
+          {"to", d.to},
+          {"why", d.why},
+          {"revert", d.revert}};
+}
+
+nlohmann::ordered_json to_json(const LoaderStats& s, const LoaderPosition& position) {
   const auto secs = [](std::chrono::nanoseconds t) { return std::chrono::duration<double>(t).count(); };
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array(), decisions = stages, skipped = stages;
   for (const graph::StageStats& stage : s.stages) {
     stages.push_back({{"name", stage.name},
                       {"items_out", stage.items_out},
@@ -340,31 +356,21 @@ void Loader::write_report(const std::filesystem::path& path) const {
                       {"blocked_s", secs(stage.blocked)},
                       {"concurrency", stage.concurrency}});
   }
-  for (const graph::Decision& d : s.decisions) {
-    decisions.push_back({{"at_s", secs(d.at)},
-                         {"kind", graph::to_string(d.kind)},
-                         {"stage", d.stage.empty() ? std::string("in-flight") : d.stage},
-                         {"from", d.from},
-                         {"to", d.to},
-                         {"why", d.why},
-                         {"revert", d.revert}});
-  }
+  for (const graph::Decision& d : s.decisions) decisions.push_back(to_json(d));
   for (const SkippedFile& f : s.skipped_files) skipped.push_back({{"file", f.file}, {"reason", f.reason}});
-  const LoaderPosition at = position();
-  const nlohmann::ordered_json json = {{"loader", "stoke"},
-                                       {"batches", s.batches},
-                                       {"images", s.images},
-                                       {"seconds", s.seconds},
-                                       {"waited_s", s.waited},
-                                       {"bottleneck", s.bottleneck},
-                                       {"epoch", at.epoch},
-                                       {"position", at.position},
-                                       {"skipped", s.skipped},
-                                       {"skipped_files", skipped},
-                                       {"max_in_flight", s.max_in_flight},
-                                       {"stages", stages},
-                                       {"decisions", decisions}};
-  detail::write_text_atomically(path, json.dump(2) + "\n", "loader report");
+  return {{"loader", "stoke"},
+          {"batches", s.batches},
+          {"images", s.images},
+          {"seconds", s.seconds},
+          {"waited_s", s.waited},
+          {"bottleneck", s.bottleneck},
+          {"epoch", position.epoch},
+          {"position", position.position},
+          {"skipped", s.skipped},
+          {"skipped_files", std::move(skipped)},
+          {"max_in_flight", s.max_in_flight},
+          {"stages", std::move(stages)},
+          {"decisions", std::move(decisions)}};
 }
 
 }  // namespace stoke::train

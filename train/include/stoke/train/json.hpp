@@ -8,6 +8,7 @@
 
 #include "stoke/train/evaluate.hpp"
 #include "stoke/train/fit.hpp"
+#include "stoke/train/loader.hpp"
 #include "stoke/train/model_card.hpp"
 
 namespace stoke::train {
@@ -25,6 +26,16 @@ nlohmann::ordered_json to_json(const EpochSummary& summary);
 /// stalls [{stage, item, file, seconds}], checkpoint,
 /// interrupted.
 nlohmann::ordered_json to_json(const FitResult& result);
+
+/// One move of the scheduler (this and the next are defined in loader.cpp): at_s, kind, stage ("in-flight" for the in-flight limit), from, to,
+/// why, revert.
+nlohmann::ordered_json to_json(const graph::Decision& decision);
+
+/// A Loader's stats and position: loader, batches, images, seconds, waited_s, bottleneck, epoch,
+/// position, skipped, skipped_files [{file, reason}], max_in_flight, stages [{name, items_out,
+/// skipped, busy_s, starved_s, blocked_s, concurrency}], decisions. What Loader::write_report
+/// writes and stoke.Loader.stats() returns.
+nlohmann::ordered_json to_json(const LoaderStats& stats, const LoaderPosition& position);
 
 /// An evaluation of the model `card` describes: model, top1, top5, loss, images, skipped,
 /// skipped_files (the files' names), classes, confusion (rows: true class, columns: predicted).
