@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # asan.sh: the sanitizer half of CI. One clang build with AddressSanitizer + UndefinedBehavior-
 # Sanitizer (build/asan) serves both:
-#   1. the graph, nodes and apps tests (ctest in build/asan/tests/{graph,nodes,apps}),
+#   1. the graph, nodes and apps tests (ctest in build/asan/tests/{graph,nodes,apps}), and the
+#      train layer's Loader (its hand-off of batches between the pipeline and the caller),
 #   2. every libFuzzer harness, for FUZZ_SECONDS each (default 10) on its seed corpus
 #      (scripts/fuzz.sh; for a long campaign run scripts/fuzz.sh 3600 yourself).
 #   3. the build without CUDA (this one is, wherever the toolkit is installed): the CPU-only gpu
@@ -28,15 +29,18 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 phase "build the tests of graph, nodes and apps, and the harnesses"
 cpu_only_tests=(device_test device_stages_test convert_test nvml_monitor_test)
 cmake --build "$build" -j"$jobs" --target "${folders[@]/#/stoke_tests_}" stoke_fuzzers \
-  "${cpu_only_tests[@]}" nccl_test stoke_test_fake_nccl
+  "${cpu_only_tests[@]}" nccl_test stoke_test_fake_nccl loader_test
 
 for folder in "${folders[@]}"; do
   phase "tests/$folder under ASan + UBSan"
   ctest --test-dir "$build/tests/$folder" -j"$jobs" --output-on-failure --no-tests=error
 done
 
-phase "the build without CUDA: the CPU-only gpu layer"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/cmake/sanitizers/ubsan.supp"
+phase "tests/train's Loader under ASan + UBSan"
+"$build/tests/train/loader_test" --gtest_brief=1
+
+phase "the build without CUDA: the CPU-only gpu layer"
 for test in "${cpu_only_tests[@]}"; do
   "$build/tests/gpu/$test" --gtest_brief=1
 done

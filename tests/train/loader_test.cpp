@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 #include <stoke/graph/pipeline.hpp>
 #include <vector>
 
@@ -196,6 +198,27 @@ TEST_F(LoaderTest, AnUnreadableFileIsSkippedAndNamedOrFailsTheEpochNamingIt) {
     EXPECT_NE(std::string(e.what()).find(dataset->name(3)), std::string::npos) << e.what();
   }
   EXPECT_THROW(loader.next(), std::logic_error);  // the epoch is over; begin() starts again
+}
+
+TEST_F(LoaderTest, StatsMayBeAskedFromAnotherThreadWhileTheCallerRestartsAndIterates) {
+  Loader loader(dataset, config_for_loader());
+  std::atomic<bool> done{false};
+  std::uint64_t looks = 0;
+  std::thread watcher([&] {
+    while (!done.load()) {
+      const LoaderStats s = loader.stats();
+      EXPECT_LE(s.images, 16u * 6);
+      (void)loader.position();
+      ++looks;
+    }
+  });
+  for (std::uint32_t epoch = 0; epoch < 6; ++epoch) {
+    loader.set_epoch(epoch % 2 == 0 ? epoch : epoch + 10);  // a new pipeline each time
+    EXPECT_EQ(epoch_of(loader).size(), 4u);
+  }
+  done = true;
+  watcher.join();
+  EXPECT_GT(looks, 0u);
 }
 
 TEST_F(LoaderTest, WritesItsReportAsJson) {

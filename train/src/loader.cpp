@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -117,7 +118,10 @@ struct Loader::Impl {
   InputConfig config;
   nodes::EpochOrder order;
   nodes::BatchShape shape;
-  std::unique_ptr<Run> run;
+  // The caller's thread changes `run` and `at`, under `shared` (stats() and position() may be
+  // called from another thread and read them under it); its own reads need no lock.
+  mutable std::mutex shared;
+  std::shared_ptr<Run> run;
   LoaderPosition at;          // where the caller stands
   LoaderPosition stream_at;   // where the running pipeline's next batch continues from
   bool in_epoch = false;      // begin() was called and the epoch has not ended
@@ -126,8 +130,8 @@ struct Loader::Impl {
   std::optional<nodes::Batch> pending;  // the next epoch's first batch, seen at this one's end
   std::vector<std::uint32_t> positions;
   std::uint32_t positions_epoch = ~std::uint32_t{0};
-  std::uint64_t batches = 0;
-  std::uint64_t images = 0;
+  std::atomic<std::uint64_t> batches{0};
+  std::atomic<std::uint64_t> images{0};
 
   Impl(nodes::DatasetPtr d, InputConfig c)
       : dataset(std::move(d)),
@@ -142,7 +146,7 @@ struct Loader::Impl {
     if (config.start > order.per_epoch())
       throw std::invalid_argument("stoke::train::Loader: start " + std::to_string(config.start) +
                                   " is past the epoch's " + std::to_string(order.per_epoch()) + " items");
-    run = std::make_unique<Run>(dataset, config);  // starts at once: the first epoch's batches get ready
+    run = std::make_shared<Run>(dataset, config);  // starts at once: the first epoch's batches get ready
     shape = run->input.pool.shape();
     stream_at = at;
   }
@@ -154,9 +158,23 @@ struct Loader::Impl {
     if (run && run->forked()) {
       // A child of fork(): the pipeline's threads are the parent's; touching its state would hang.
       run->thread.detach();
-      (void)run.release();
+      (void)new std::shared_ptr<Run>(std::move(run));  // never destroyed
     }
-    run.reset();
+    replace(nullptr);
+  }
+
+  // Swaps the run; the old one (when it was the last reference) is cancelled outside the lock.
+  void replace(std::shared_ptr<Run> next) {
+    std::shared_ptr<Run> old;
+    {
+      const std::lock_guard lock(shared);
+      old = std::exchange(run, std::move(next));
+    }
+  }
+
+  void move_to(LoaderPosition position) {
+    const std::lock_guard lock(shared);
+    at = position;
   }
 
   void check_fork() const {
@@ -169,7 +187,7 @@ struct Loader::Impl {
 
   void begin() {
     check_fork();
-    if (in_epoch && handed && !chosen) at = {at.epoch + 1, 0};  // an epoch left early: the next
+    if (in_epoch && handed && !chosen) move_to({at.epoch + 1, 0});  // an epoch left early: the next
     in_epoch = true;
     handed = false;
     chosen = false;
@@ -177,11 +195,11 @@ struct Loader::Impl {
     const bool live = run && !(run->ended && queue_empty());
     if (live && stream_at == at) return;
     pending.reset();
-    run.reset();
+    replace(nullptr);
     InputConfig c = config;
     c.first_epoch = at.epoch;
     c.start = at.position;
-    run = std::make_unique<Run>(dataset, c);
+    replace(std::make_shared<Run>(dataset, c));
     stream_at = at;
   }
 
@@ -194,7 +212,7 @@ struct Loader::Impl {
   nodes::Batch end_epoch() {
     in_epoch = false;
     handed = false;
-    at = {at.epoch + 1, 0};
+    move_to({at.epoch + 1, 0});
     stream_at = at;
     return nodes::Batch{};
   }
@@ -225,7 +243,7 @@ struct Loader::Impl {
           const std::exception_ptr failure = run->failure;
           lock.unlock();
           in_epoch = false;
-          run.reset();  // the next begin() starts a new one where the caller stands
+          replace(nullptr);  // the next begin() starts a new one where the caller stands
           std::rethrow_exception(failure);
         }
         return end_epoch();  // (a finite run; the loader's run on until cancelled)
@@ -241,36 +259,42 @@ struct Loader::Impl {
       positions = positions_in(order, at.epoch);
       positions_epoch = at.epoch;
     }
-    if (batch.size() > 0) at.position = std::max<std::size_t>(at.position, positions[batch.indices().back()] + 1u);
+    if (batch.size() > 0)
+      move_to({at.epoch, std::max<std::size_t>(at.position, positions[batch.indices().back()] + 1u)});
     stream_at = at;
     handed = true;
-    ++batches;
-    images += batch.size();
+    batches.fetch_add(1, std::memory_order_relaxed);
+    images.fetch_add(batch.size(), std::memory_order_relaxed);
     return batch;
   }
 
   LoaderStats stats() const {
     LoaderStats s;
-    s.batches = batches;
-    s.images = images;
-    if (!run) return s;
+    s.batches = batches.load(std::memory_order_relaxed);
+    s.images = images.load(std::memory_order_relaxed);
+    std::shared_ptr<Run> r;
+    {
+      const std::lock_guard lock(shared);
+      r = run;
+    }
+    if (!r) return s;
     graph::RunReport so_far;
     {
-      const std::lock_guard lock(run->mutex);
-      s.decisions = run->decisions;
-      s.waited = run->waited;
-      if (run->ended) so_far = run->report;
+      const std::lock_guard lock(r->mutex);
+      s.decisions = r->decisions;
+      s.waited = r->waited;
+      if (r->ended) so_far = r->report;
     }
     if (so_far.stages.empty()) {
-      so_far.stages = run->pipe.stats();
-      so_far.skipped_items = run->pipe.skipped_items();
+      so_far.stages = r->pipe.stats();
+      so_far.skipped_items = r->pipe.skipped_items();
     }
     s.stages = std::move(so_far.stages);
-    s.seconds = seconds_since(run->started);
-    s.max_in_flight = run->pipe.max_in_flight();
+    s.seconds = seconds_since(r->started);
+    s.max_in_flight = r->pipe.max_in_flight();
     for (const graph::StageStats& stage : s.stages) s.skipped += stage.skipped;
     if (so_far.skipped_items.size() > listed_skips) so_far.skipped_items.resize(listed_skips);
-    s.skipped_files = name_skips(so_far, run->input, run->config);
+    s.skipped_files = name_skips(so_far, r->input, r->config);
     s.bottleneck = bottleneck(s);
     return s;
   }
@@ -314,12 +338,15 @@ void Loader::seek(LoaderPosition position) {
   if (position.position > items_per_epoch())
     throw std::invalid_argument("stoke::train::Loader::seek: position " + std::to_string(position.position) +
                                 " is past the epoch's " + std::to_string(items_per_epoch()) + " items");
-  impl_->at = position;
+  impl_->move_to(position);
   impl_->in_epoch = false;
   impl_->chosen = true;
 }
 
-LoaderPosition Loader::position() const noexcept { return impl_->at; }
+LoaderPosition Loader::position() const noexcept {
+  const std::lock_guard lock(impl_->shared);
+  return impl_->at;
+}
 
 void Loader::begin() { impl_->begin(); }
 

@@ -56,7 +56,8 @@ struct LoaderStats {
   std::size_t max_in_flight = 0;
 };
 
-/// See the top of this file. One caller thread; stats() may also be called from another.
+/// See the top of this file. One caller thread; stats(), position() and write_report() may also
+/// be called from other threads at any time.
 class Loader {
  public:
   /// `config.epochs` is not used: the loader goes on from epoch to epoch as the caller asks
