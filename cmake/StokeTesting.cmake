@@ -40,6 +40,7 @@ function(stoke_add_test)
   add_executable(${arg_NAME} ${arg_SOURCES})
   target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main ${arg_STOKE_LIBS} ${arg_LIBS}
     $<BUILD_INTERFACE:stoke_warnings>)
+  target_include_directories(${arg_NAME} PRIVATE "${PROJECT_SOURCE_DIR}/tests/support")  # helpers every folder may use
   # stoke_tests_<folder> builds every test executable of one folder (the sanitizer run's subset).
   cmake_path(GET CMAKE_CURRENT_SOURCE_DIR FILENAME folder)
   if(NOT TARGET stoke_tests_${folder})
