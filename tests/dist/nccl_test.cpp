@@ -7,7 +7,6 @@
 // packing and stream order, with the fake's sum run on the simulated streams.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>  // setenv, unsetenv
 #include <unistd.h>  // getpid
 
 #include <chrono>
@@ -26,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "scoped_environment.hpp"
 #if STOKE_TEST_SIM
 #include "fake_cudart.hpp"
 #endif
@@ -59,27 +59,7 @@ std::string message_of(F&& f) {
   return {};
 }
 
-// Sets an environment variable for a scope, restoring its previous state after.
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnvironment() {
-    if (previous_) {
-      setenv(name_, previous_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
+using stoke::test::ScopedEnvironment;
 
 // An empty folder of this test's own under the temporary directory, removed after.
 class TemporaryFolder {

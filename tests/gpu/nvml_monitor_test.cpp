@@ -5,7 +5,6 @@
 // statistics, reset(), prompt destruction of a running monitor, nvmlShutdown for every nvmlInit.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>  // setenv, unsetenv
 
 #include <chrono>
 #include <cstdint>
@@ -17,32 +16,14 @@
 #include <string>
 #include <thread>
 
+#include "scoped_environment.hpp"
+
 namespace stoke::gpu {
 namespace {
 
 bool contains(const std::string& text, const std::string& fragment) { return text.find(fragment) != std::string::npos; }
 
-// Sets an environment variable for a scope, restoring its previous state after.
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnvironment() {
-    if (previous_) {
-      setenv(name_, previous_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnvironment(const ScopedEnvironment&) = delete;
-  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
+using stoke::test::ScopedEnvironment;
 
 void expect_no_samples(const NvmlMonitor& monitor) {
   const GpuMonitorStats stats = monitor.stats();
