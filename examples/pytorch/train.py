@@ -144,6 +144,55 @@ def run(args, kind, workers, threads, initial_state, classes):
     return result
 
 
+def costs(args, classes):
+    """CPU time per image of each part, one thread each: the training step (synthetic batches), stoke's
+    loader (1 thread) and DataLoader's loading in its main process (num_workers 0). On C cores the
+    ratio of the two loops' throughputs cannot exceed (DataLoader's load + step) / (stoke's load +
+    step): what the model costs is the same on both sides."""
+    from torch.utils.data import DataLoader
+    from torchvision import datasets, transforms as T
+    import stoke
+
+    torch.set_num_threads(1)
+    model = SmallCNN(len(classes))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(args.batch, 3, args.size, args.size), torch.randint(0, len(classes), (args.batch,))
+
+    def timed(work, seconds=4.0):
+        work()  # warm-up
+        begin, n = time.perf_counter(), 0
+        while time.perf_counter() - begin < seconds:
+            n += work()
+        return (time.perf_counter() - begin) / n * 1e3  # ms per image
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return args.batch
+
+    train_dir = os.path.join(args.data, "train")
+    loader = stoke.Loader(train_dir, batch_size=args.batch, size=args.size, threads=1, autotune=False,
+                          transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip", "normalize"])
+    dataset = datasets.ImageFolder(train_dir, T.Compose([T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(),
+                                                         T.ToTensor(), T.Normalize(MEAN, STD)]))
+    torch_loader = DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=0)
+
+    def epoch_of(it):
+        return lambda: sum(labels.shape[0] for _, labels in it)
+
+    result = {"step_ms": timed(step), "stoke_load_ms": timed(epoch_of(loader)),
+              "dataloader_load_ms": timed(epoch_of(torch_loader))}
+    result = {k: round(v, 3) for k, v in result.items()}
+    result["ratio_ceiling"] = round((result["dataloader_load_ms"] + result["step_ms"])
+                                    / (result["stoke_load_ms"] + result["step_ms"]), 2)
+    print(json.dumps({"costs_per_image": result}), flush=True)
+    print(f"CPU ms per image, one thread: training step {result['step_ms']}, stoke's loading "
+          f"{result['stoke_load_ms']}, DataLoader's loading {result['dataloader_load_ms']}: the throughput ratio "
+          f"cannot exceed {result['ratio_ceiling']} when the cores are shared")
+
+
 def int_list(text):
     return [int(x) for x in text.split(",") if x]
 
@@ -167,6 +216,8 @@ def main():
     parser.add_argument("--stoke-cpu-budget", type=int, default=None,
                         help="stoke.Loader's cpu_budget (default: the cores minus --stoke-threads, at least 1)")
     parser.add_argument("--verbose", action="store_true", help="a line per epoch on stderr")
+    parser.add_argument("--costs", action="store_true",
+                        help="first measure the CPU time per image of the step and of each loader's loading")
     args = parser.parse_args()
     for sub in ("train", "val"):
         if not os.path.isdir(os.path.join(args.data, sub)):
@@ -176,6 +227,8 @@ def main():
     if classes != classes_of(os.path.join(args.data, "val")):
         parser.error(f"{args.data}/train and {args.data}/val have different class folders")
 
+    if args.costs:
+        costs(args, classes)
     torch.manual_seed(args.seed)
     initial_state = SmallCNN(len(classes)).state_dict()  # every run starts from these weights
     runs = []
