@@ -84,8 +84,9 @@ class Loader:
             scheduler moves them within [1, 2 x cores]).
         autotune: let stoke's scheduler move threads and the in-flight limit while it runs.
         cpu_budget: the cores the loader's stages may keep busy together (None: every core this
-            process may run on). The scheduler grows a stage only while the stages' measured busy
-            time stays within it. When the model trains on the same CPU, share the cores by this
+            process may run on). The parallel stages start at that many threads (at most one per
+            core) and the scheduler grows a stage only while the stages' measured busy time stays
+            within it. When the model trains on the same CPU, share the cores by this
             rule: give torch ``torch.set_num_threads(k)`` and the loader ``cpu_budget=cores - k``
             (at least 1).
         on_error: "skip" (an unreadable or undecodable file is left out, counted and named in

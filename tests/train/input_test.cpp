@@ -15,6 +15,8 @@
 #include <stoke/nodes/tar_shards.hpp>
 #include <stoke/nodes/tar_writer.hpp>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "dataset_test_support.hpp"
 #include "stoke/train/fit.hpp"
@@ -202,6 +204,27 @@ TEST(EvaluationInput, KeepsThePipelineAndEvaluatesInOrder) {
   EXPECT_FALSE(val.drop_last);
   EXPECT_EQ(val.tuning.target, "evaluate");
   EXPECT_EQ(val.transforms.size(), 2u);
+}
+
+TEST(AddInput, TheParallelStagesStartWithinTheCpuBudget) {
+  TempDir dir;
+  write_bytes(dir / "a" / "0.jpg", small_jpeg(1, 8, 8));
+  const auto concurrency_of = [&](int budget) {
+    InputConfig config;
+    config.batch_size = 1;
+    config.size = 8;
+    config.transforms = {"resize size=8x8"};
+    config.tuning.cpu_budget = budget;
+    Input input = make_input(open_dataset(dir.path()), config);
+    graph::Pipeline pipe(input.pipeline_options);
+    add_input(pipe, input, config).sink("count", [](nodes::Batch) {});
+    for (const graph::StageStats& s : pipe.stats())
+      if (s.name == "decode") return std::pair{s.concurrency, s.max_concurrency};
+    return std::pair{0, 0};
+  };
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EXPECT_EQ(concurrency_of(0), std::pair(cores, 2 * cores));  // one per core, room to grow
+  EXPECT_EQ(concurrency_of(1), std::pair(1, 2 * cores));      // the budget's one core to start
 }
 
 }  // namespace

@@ -246,9 +246,11 @@ graph::Concurrency default_concurrency(const InputConfig& config) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   if (!config.autotune) return graph::parallel(config.threads > 0 ? config.threads : cores);
   // Reading may wait on the disk and decoding on memory: a little more than a thread per core
-  // can pay, which only the measurements can tell; the scheduler starts at one per core.
+  // can pay, which only the measurements can tell; the scheduler starts at one per core, or at the
+  // CPU budget when that is smaller (the cores left to the stages when a model trains beside them).
   if (config.threads > 0) return graph::parallel(1, config.threads, config.threads);
-  return graph::parallel(1, 2 * cores, cores);
+  const int budget = config.tuning.cpu_budget;
+  return graph::parallel(1, 2 * cores, budget > 0 ? std::min(cores, budget) : cores);
 }
 
 }  // namespace

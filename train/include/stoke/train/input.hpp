@@ -58,7 +58,8 @@ struct InputConfig {
   std::size_t in_flight = 0;  ///< items in flight (0: 4 batches' worth, at least 256)
   /// Let stoke::graph's scheduler move the read and decode stages' concurrency within [1, max]
   /// and the in-flight limit while the pipeline runs, starting from the static settings. max:
-  /// `threads`, or 2 x the cores when 0; the start: `threads`, or the cores. Off: every parallel
+  /// `threads`, or 2 x the cores when 0; the start: `threads`, or the cores (tuning.cpu_budget
+  /// when that is smaller: the scheduler also grows them only within it). Off: every parallel
   /// stage runs at `threads` and the in-flight limit stays `in_flight`, as given.
   bool autotune = true;
   /// The scheduler's settings with autotune (the target stage, budgets, interval, on_decision).
