@@ -82,9 +82,21 @@ void Runtime::set_max_in_flight(std::size_t limit) noexcept {
   if (source_waiting_.load() && source_waiting_.exchange(false) && source_) source_->wake();
 }
 
+void Runtime::add_gated(StageBase* stage) {
+  const std::lock_guard lock(impl_->mutex);
+  gated_.push_back(stage);
+}
+
 void Runtime::cancel() noexcept {
   cancel_.store(true);
-  for (StageBase* stage : gated_) stage->wake();
+  // A copy: run() may be adding stages meanwhile (a cancel while it starts), and a stage added
+  // after this looks at the flag itself.
+  std::vector<StageBase*> gated;
+  {
+    const std::lock_guard lock(impl_->mutex);
+    gated = gated_;
+  }
+  for (StageBase* stage : gated) stage->wake();
 }
 
 void Runtime::fail(StageError error) {

@@ -143,6 +143,23 @@ TEST(PipelineGate, CancellingDoesNotWaitForAClosedGate) {
   EXPECT_TRUE(run.get().cancelled);
 }
 
+// A cancel from another thread may come while run() is still starting the stages (a loader
+// dropped at once): it must neither race with run() registering the gated stages (ThreadSanitizer
+// found it) nor be lost -- the run ends cancelled, whichever came first.
+TEST(PipelineGate, ACancelWhileTheRunStartsEndsIt) {
+  for (int round = 0; round < 50; ++round) {
+    Permits permits;
+    Pipeline pipe({.max_in_flight = 4, .threads = 2});
+    pipe.source("numbers", [] { return std::optional<std::uint64_t>(7); })  // endless
+        .map("gated", GatedMap{&permits})
+        .sink("drop", [](std::uint64_t) {});
+    auto run = std::async(std::launch::async, [&] { return pipe.run(); });
+    pipe.cancel();
+    ASSERT_EQ(run.wait_for(test::safety_deadline), std::future_status::ready) << "round " << round;
+    EXPECT_TRUE(run.get().cancelled);
+  }
+}
+
 // A resource may ring long after the run (and the pipeline) is gone: nothing happens.
 TEST(PipelineGate, RingingAfterThePipelineIsGoneDoesNothing) {
   Permits permits;

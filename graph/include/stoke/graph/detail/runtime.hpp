@@ -73,8 +73,9 @@ class Runtime {
   bool cut_short() const noexcept { return cut_short_.load(); }
   /// Cancels the run, and wakes the gated stages (a parked one would not look at the flag).
   void cancel() noexcept;
-  /// A stage with a gated body, to wake on cancel(); called before the run starts.
-  void add_gated(StageBase* stage) { gated_.push_back(stage); }
+  /// A stage with a gated body, to wake on cancel(); called by run() as the stages start, which
+  /// a cancel() from another thread may overlap.
+  void add_gated(StageBase* stage);
   /// Records the first failure and cancels the run.
   void fail(StageError error);
   void record_skip(std::string_view stage, std::uint64_t index, std::string reason);
@@ -117,7 +118,7 @@ class Runtime {
   PipelineOptions options_;
   std::unique_ptr<Impl> impl_;
   StageBase* source_ = nullptr;
-  std::vector<StageBase*> gated_;
+  std::vector<StageBase*> gated_;  // under impl_->mutex
   std::atomic<bool> stop_{false};
   std::atomic<bool> cancel_{false};
   std::atomic<bool> cut_short_{false};
