@@ -97,9 +97,7 @@ def run(args, kind, workers, threads, initial_state, classes):
 
     begin = time.perf_counter()  # the whole run: the loaders' start-up counts
     if kind == "stoke":
-        cores = len(os.sched_getaffinity(0))
-        budget = args.stoke_cpu_budget or max(1, cores - threads)  # the rule stoke.Loader states
-        train, val = stoke_loaders(args, train_dir, val_dir, budget)
+        train, val = stoke_loaders(args, train_dir, val_dir, args.stoke_cpu_budget)
     else:
         train, val = torch_loaders(args, train_dir, val_dir, workers)
     steps = args.epochs * len(train)
@@ -146,9 +144,10 @@ def run(args, kind, workers, threads, initial_state, classes):
 
 def costs(args, classes):
     """CPU time per image of each part, one thread each: the training step (synthetic batches), stoke's
-    loader (1 thread) and DataLoader's loading in its main process (num_workers 0). On C cores the
-    ratio of the two loops' throughputs cannot exceed (DataLoader's load + step) / (stoke's load +
-    step): what the model costs is the same on both sides."""
+    loader (1 thread) and DataLoader's loading in its main process (num_workers 0), and the ratio of
+    the CPU work per image of the two loops, (DataLoader's load + step) / (stoke's load + step): what
+    the model costs is the same on both sides, so the more the step costs the less the loader can
+    change (how well each loop spreads its work over the cores decides the rest)."""
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms as T
     import stoke
@@ -185,12 +184,12 @@ def costs(args, classes):
     result = {"step_ms": timed(step), "stoke_load_ms": timed(epoch_of(loader)),
               "dataloader_load_ms": timed(epoch_of(torch_loader))}
     result = {k: round(v, 3) for k, v in result.items()}
-    result["ratio_ceiling"] = round((result["dataloader_load_ms"] + result["step_ms"])
+    result["work_ratio"] = round((result["dataloader_load_ms"] + result["step_ms"])
                                     / (result["stoke_load_ms"] + result["step_ms"]), 2)
     print(json.dumps({"costs_per_image": result}), flush=True)
     print(f"CPU ms per image, one thread: training step {result['step_ms']}, stoke's loading "
-          f"{result['stoke_load_ms']}, DataLoader's loading {result['dataloader_load_ms']}: the throughput ratio "
-          f"cannot exceed {result['ratio_ceiling']} when the cores are shared")
+          f"{result['stoke_load_ms']}, DataLoader's loading {result['dataloader_load_ms']} (work per image: "
+          f"DataLoader's loop / stoke's = {result['work_ratio']})")
 
 
 def int_list(text):
@@ -211,10 +210,10 @@ def main():
                         help="DataLoader num_workers settings to try (default 0,1,2)")
     parser.add_argument("--torch-threads", type=int_list, default=[1, 2],
                         help="torch.set_num_threads settings to try with DataLoader (default 1,2)")
-    parser.add_argument("--stoke-threads", type=int, default=1,
-                        help="torch threads of the stoke run (default 1; the loader gets the other cores)")
+    parser.add_argument("--stoke-threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="torch threads of the stoke run (default: one per core, torch's own default)")
     parser.add_argument("--stoke-cpu-budget", type=int, default=None,
-                        help="stoke.Loader's cpu_budget (default: the cores minus --stoke-threads, at least 1)")
+                        help="stoke.Loader's cpu_budget (default: every core; see stoke.Loader)")
     parser.add_argument("--verbose", action="store_true", help="a line per epoch on stderr")
     parser.add_argument("--costs", action="store_true",
                         help="first measure the CPU time per image of the step and of each loader's loading")

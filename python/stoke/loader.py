@@ -86,9 +86,11 @@ class Loader:
         cpu_budget: the cores the loader's stages may keep busy together (None: every core this
             process may run on). The parallel stages start at that many threads (at most one per
             core) and the scheduler grows a stage only while the stages' measured busy time stays
-            within it. When the model trains on the same CPU, share the cores by this
-            rule: give torch ``torch.set_num_threads(k)`` and the loader ``cpu_budget=cores - k``
-            (at least 1).
+            within it. The rule for sharing the cores with a model training on the same CPU: leave
+            torch its threads (one per core) and the loader its default budget -- its threads
+            work only while batches are missing and park, not spin, once the pool is full, so they
+            take the time the step leaves. Lower cpu_budget (and torch.set_num_threads) only to keep
+            cores for something else.
         on_error: "skip" (an unreadable or undecodable file is left out, counted and named in
             stats()["skipped_files"]) or "fail" (the iteration raises, naming the stage and the file).
         plugins: shared libraries of stoke transform plugins to load first (their transforms can
