@@ -154,12 +154,14 @@ struct Loader::Impl {
   ~Impl() { stop(); }
 
   void stop() {
-    pending.reset();
     if (run && run->forked()) {
-      // A child of fork(): the pipeline's threads are the parent's; touching its state would hang.
+      // A child of fork(): the pipeline's threads are the parent's; touching its state -- even
+      // giving a held batch back to its pool, which may ring a parked stage -- could hang.
       run->thread.detach();
       (void)new std::shared_ptr<Run>(std::move(run));  // never destroyed
+      if (pending) (void)new nodes::Batch(std::move(*pending));
     }
+    pending.reset();
     replace(nullptr);
   }
 
