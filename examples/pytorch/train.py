@@ -63,10 +63,10 @@ def classes_of(folder):
     return sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
 
 
-def stoke_loaders(args, train_dir, val_dir, cpu_budget):
+def stoke_loaders(args, train_dir, val_dir, cpu_budget, **settings):
     import stoke
 
-    common = dict(batch_size=args.batch, size=args.size, seed=args.seed, cpu_budget=cpu_budget)
+    common = dict(batch_size=args.batch, size=args.size, seed=args.seed, cpu_budget=cpu_budget, **settings)
     train = stoke.Loader(train_dir, transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip",
                                                 "normalize"], **common)
     val = stoke.Loader(val_dir, transforms=[f"resize size={args.resize}", f"center_crop size={args.size}",
@@ -148,10 +148,6 @@ def costs(args, classes):
     the CPU work per image of the two loops, (DataLoader's load + step) / (stoke's load + step): what
     the model costs is the same on both sides, so the more the step costs the less the loader can
     change (how well each loop spreads its work over the cores decides the rest)."""
-    from torch.utils.data import DataLoader
-    from torchvision import datasets, transforms as T
-    import stoke
-
     torch.set_num_threads(1)
     model = SmallCNN(len(classes))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -171,12 +167,9 @@ def costs(args, classes):
         optimizer.step()
         return args.batch
 
-    train_dir = os.path.join(args.data, "train")
-    loader = stoke.Loader(train_dir, batch_size=args.batch, size=args.size, threads=1, autotune=False,
-                          transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip", "normalize"])
-    dataset = datasets.ImageFolder(train_dir, T.Compose([T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(),
-                                                         T.ToTensor(), T.Normalize(MEAN, STD)]))
-    torch_loader = DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=0)
+    train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
+    loader, _ = stoke_loaders(args, train_dir, val_dir, None, threads=1, autotune=False)
+    torch_loader, _ = torch_loaders(args, train_dir, val_dir, workers=0)
 
     def epoch_of(it):
         return lambda: sum(labels.shape[0] for _, labels in it)

@@ -157,6 +157,7 @@ class Loader:
         """One epoch: the one set_epoch() or load_state_dict() named, else the one after the last
         (an iteration left early counts as done, as a DataLoader iterator dropped)."""
         import torch
+        from torch.utils.dlpack import from_dlpack
 
         self._native.begin()
         while True:
@@ -166,18 +167,18 @@ class Loader:
             names = raw.pop("names")
             epoch = raw.pop("epoch")
             address = raw.pop("address")
-            fields = {name: self._to_torch(name, capsule) for name, capsule in raw.items()}
+            fields = {name: self._to_torch(from_dlpack, name, capsule) for name, capsule in raw.items()}
             if self._label_dtype != torch.int32:
                 fields["labels"] = fields["labels"].to(self._label_dtype)
             yield Batch(fields, names, epoch, address)
 
     @staticmethod
-    def _to_torch(name, capsule):
-        import torch.utils.dlpack
-
+    def _to_torch(from_dlpack, name, capsule):
         try:
-            return torch.utils.dlpack.from_dlpack(capsule)
+            return from_dlpack(capsule)
         except (RuntimeError, TypeError) as e:  # e.g. uint16 pixels, which torch before 2.3 lacks
+            import torch
+
             raise TypeError(f"stoke.Loader: torch {torch.__version__} cannot take the batch's {name!r} field "
                             f"({e}); end the transforms with normalize (float32), or use a torch that has "
                             "the type") from e
