@@ -26,6 +26,7 @@ Runtime::Runtime(PipelineOptions options)
   } else {
     impl_->arena = std::make_unique<tbb::task_arena>();
   }
+  if (options_.nice > 0) impl_->priority.emplace(*impl_->arena, options_.nice);
   // At least two: oneTBB gives every arena room for a worker beside the thread that runs it, and
   // work enqueued from outside the pipeline (a Wake rung, an async completion) makes it add one
   // even to a one-thread arena. With 1 here, a serial stage would count as a limit that cannot

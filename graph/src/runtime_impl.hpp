@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "stoke/graph/detail/runtime.hpp"
+#include "thread_priority.hpp"
 
 namespace stoke::graph::detail {
 
@@ -36,6 +37,7 @@ struct Setting {
 struct Runtime::Impl {
   std::optional<tbb::global_control> parallelism;  // raises oneTBB's thread limit if asked to
   std::unique_ptr<tbb::task_arena> arena;
+  std::optional<ArenaPriority> priority;  // PipelineOptions::nice; observes `arena`, so declared after it
   // Every task of the run belongs to it: the run ends when its wait() returns, and an outstanding
   // async operation holds a deferred task of it (hold()).
   tbb::task_group group;

@@ -109,6 +109,7 @@ struct Settings {
   std::string format;
   std::string color = "rgb";
   bool fuse = true;
+  int nice = 0;
 };
 
 train::InputConfig input_config(const Settings& s) {
@@ -128,6 +129,7 @@ train::InputConfig input_config(const Settings& s) {
   c.on_error = on_error_of(s.on_error);
   c.prefetch = s.prefetch;
   c.fuse = s.fuse;
+  c.nice = s.nice;
   c.decode = train::default_decode_options(color_of(s.color));
   if (s.world == 0 || s.rank >= s.world)
     throw std::invalid_argument("rank " + std::to_string(s.rank) + " is not below world " + std::to_string(s.world));
@@ -230,7 +232,8 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("prefetch", &Settings::prefetch)
       .def_readwrite("format", &Settings::format)
       .def_readwrite("color", &Settings::color)
-      .def_readwrite("fuse", &Settings::fuse);
+      .def_readwrite("fuse", &Settings::fuse)
+      .def_readwrite("nice", &Settings::nice);
 
   py::class_<NativeLoader>(m, "NativeLoader")
       .def(py::init<const Settings&>(), py::arg("settings"), py::call_guard<py::gil_scoped_release>())

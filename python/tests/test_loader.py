@@ -148,6 +148,38 @@ def test_a_plugins_transform_runs_in_the_loader(shapes):
     assert int(windowed.images.max()) == 255  # pixels above center + width / 2 stretched to the top
 
 
+def thread_nice_values():
+    """The nice value of each of this process's threads (/proc/self/task/*/stat, field 19)."""
+    values = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as f:
+                values.append(int(f.read().rsplit(")", 1)[1].split()[16]))
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return values
+
+
+def test_the_loaders_threads_work_below_the_loops_priority(shapes):
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    if own >= 9:
+        pytest.skip(f"this process already runs at nice {own}")
+    assert stoke.Loader.__init__.__defaults__ is not None and stoke.loader.NICE == 10
+    loader = make(shapes, nice=9)
+    it = iter(loader)
+    next(it)  # the pipeline runs; its thread waits for a free slot in its arena
+    assert 9 in thread_nice_values()
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own  # the training loop's thread keeps its own
+    del it, loader
+    gc.collect()
+    loader = make(shapes, nice=0)
+    it = iter(loader)
+    next(it)
+    assert 9 not in thread_nice_values()
+    with pytest.raises(ValueError, match="nice=20"):
+        make(shapes, nice=20)
+
+
 def test_stats_and_report(shapes, tmp_path):
     loader = make(shapes)
     epoch(loader)

@@ -216,6 +216,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   options.threads = config.threads;
   options.trace = !config.trace_file.empty();
   options.stall = config.stall;
+  options.nice = config.nice;
   options.max_in_flight = config.in_flight > 0 ? config.in_flight : std::max<std::size_t>(2 * config.batch_size, 64);
   if (config.autotune) {
     graph::AutotuneOptions tuning = config.tuning;

@@ -71,6 +71,9 @@ struct InputConfig {
   std::optional<graph::Concurrency> read_concurrency{};
   std::optional<graph::Concurrency> decode_concurrency{};
   std::size_t prefetch = 4;  ///< batches queued for the consumer (also the pool's spare slots)
+  /// The stages' CPU priority (graph::PipelineOptions::nice: 1..19 lower it, 0 leaves it): for a
+  /// consumer that computes on the same cores, whose threads should win them (train::Loader).
+  int nice = 0;
   /// Batches that stages the caller puts between the batch stage and its consumer may hold at
   /// once (queued and in hand), added to the pool so that the prefetch depth stays what it says.
   /// Throughput only: whatever the pool's size, the batch stage waits for a slot without a
