@@ -4,9 +4,10 @@
 # images in 12 classes: the source photo and the half of it a crop is centred in):
 #   1. examples/pytorch/bench_loader.py: the loaders alone at 224 px, 3 epochs: images/s, peak
 #      PSS (DataLoader's workers included), stoke's RSS at each epoch's end;
-#   2. examples/pytorch/train.py --loader both --costs: the small CNN at 48 px, 4 epochs, with
-#      stoke.Loader and with DataLoader at every num_workers (0, 1, 2) x torch threads (1, 2):
-#      whole-run images/s, validation accuracy, and what each part costs per image.
+#   2. examples/pytorch/train.py --loader both --repeat 3 --costs: the small CNN at 48 px, 4 epochs,
+#      with stoke.Loader and with DataLoader at every num_workers (0, 1, 2) x torch threads (1, 2),
+#      each run in its own process, 3 rounds: each setting's median whole-run images/s, validation
+#      accuracy, and what each part costs per image (about 7 minutes).
 #
 #   scripts/bench-pytorch-loop.sh [CORPUS_DIR]       (default build/photo-corpus-labelled)
 #
@@ -34,4 +35,4 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 export PYTHONPATH="$build/python"
 /usr/bin/python3 examples/pytorch/bench_loader.py --data "$corpus/train" --size 224 --epochs 3
-/usr/bin/python3 examples/pytorch/train.py --data "$corpus" --loader both --epochs 4 --costs
+/usr/bin/python3 examples/pytorch/train.py --data "$corpus" --loader both --epochs 4 --repeat 3 --costs

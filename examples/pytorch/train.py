@@ -13,10 +13,17 @@ makes the loader differs:
         ToTensor(), Normalize(mean, std)])), batch_size=64, shuffle=True, num_workers=2)
 
 --loader both trains with stoke's loader, then with DataLoader for every --workers x
---torch-threads setting (the peer at its best on this machine), each from the same initial
-weights, and prints each run's whole-run images/s (the training epochs' images over their wall
-time, the loader's start-up and each epoch's worker start included; validation excluded), its
-validation accuracy, and stoke's images/s over DataLoader's best. One JSON line per run; a summary.
+--torch-threads setting (the peer at its best on this machine), each run in a process of its own
+and from the same initial weights; --repeat N does N rounds of that and takes each setting's median.
+Each run prints its whole-run images/s (the training epochs' images over their wall time, the
+loader's start-up and each epoch's worker start included; validation excluded) and its validation
+accuracy (one JSON line); the summary, stoke's images/s over DataLoader's best.
+
+Both loaders get the same model and loop, in channels_last (--memory-format), and the same CPU
+rule: torch's OpenMP threads sleep when idle (OMP_WAIT_POLICY=PASSIVE, set here before torch is
+imported), so the loaders' threads or workers can use the cores they leave; stoke.Loader's threads
+also run below the training loop's priority (its nice, 10 by default), so torch's threads win a core
+whenever they can run.
 
   /usr/bin/python3 scripts/make-photo-corpus.py --out photos/train --count 1200 --label-by source
   /usr/bin/python3 scripts/make-photo-corpus.py --out photos/val --count 300 --label-by source --seed 1
@@ -29,15 +36,23 @@ import argparse
 import json
 import math
 import os
+import statistics
+import subprocess
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+# torch's OpenMP threads, between two parallel regions, spin by default: they keep the cores that
+# DataLoader's workers and stoke.Loader's threads would use. Sleeping instead (set before torch loads
+# its OpenMP runtime) leaves those cores to the loaders, whichever runs; a value in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # noqa: E402 (after the OpenMP setting)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
+MEMORY_FORMATS = {"channels_last": torch.channels_last, "contiguous": torch.contiguous_format}
 
 
 class SmallCNN(nn.Module):
@@ -63,28 +78,36 @@ def classes_of(folder):
     return sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
 
 
-def stoke_loaders(args, train_dir, val_dir, cpu_budget, **settings):
+def stoke_loader(args, folder, training, cpu_budget, **settings):
     import stoke
 
-    common = dict(batch_size=args.batch, size=args.size, seed=args.seed, cpu_budget=cpu_budget, **settings)
-    train = stoke.Loader(train_dir, transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip",
-                                                "normalize"], **common)
-    val = stoke.Loader(val_dir, transforms=[f"resize size={args.resize}", f"center_crop size={args.size}",
-                                            "normalize"], shuffle=False, **common)
-    return train, val
+    if training:
+        transforms = [f"random_resized_crop size={args.size}", "random_horizontal_flip", "normalize"]
+    else:
+        transforms = [f"resize size={args.resize}", f"center_crop size={args.size}", "normalize"]
+    return stoke.Loader(folder, transforms=transforms, batch_size=args.batch, size=args.size, seed=args.seed,
+                        shuffle=training, cpu_budget=cpu_budget, **settings)
 
 
-def torch_loaders(args, train_dir, val_dir, workers):
+def torch_loader(args, folder, training, workers):
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms as T
 
-    normalize = [T.ToTensor(), T.Normalize(MEAN, STD)]
-    train_set = datasets.ImageFolder(train_dir, T.Compose([T.RandomResizedCrop(args.size), T.RandomHorizontalFlip()]
-                                                          + normalize))
-    val_set = datasets.ImageFolder(val_dir, T.Compose([T.Resize(args.resize), T.CenterCrop(args.size)] + normalize))
-    train = DataLoader(train_set, batch_size=args.batch, shuffle=True, num_workers=workers)
-    val = DataLoader(val_set, batch_size=args.batch, shuffle=False, num_workers=workers)
-    return train, val
+    if training:
+        augment = [T.RandomResizedCrop(args.size), T.RandomHorizontalFlip()]
+    else:
+        augment = [T.Resize(args.resize), T.CenterCrop(args.size)]
+    dataset = datasets.ImageFolder(folder, T.Compose(augment + [T.ToTensor(), T.Normalize(MEAN, STD)]))
+    return DataLoader(dataset, batch_size=args.batch, shuffle=training, num_workers=workers)
+
+
+def make_loader(args, kind, folder, training, workers):
+    """The run's loader of one split; each is made when its split is first needed (a stoke.Loader starts
+    its threads when made, a DataLoader its workers when iterated)."""
+    if kind == "stoke":
+        settings = {} if args.stoke_nice is None else {"nice": args.stoke_nice}
+        return stoke_loader(args, folder, training, args.stoke_cpu_budget, **settings)
+    return torch_loader(args, folder, training, workers)
 
 
 def run(args, kind, workers, threads, initial_state, classes):
@@ -93,13 +116,12 @@ def run(args, kind, workers, threads, initial_state, classes):
     torch.manual_seed(args.seed)
     model = SmallCNN(len(classes))
     model.load_state_dict(initial_state)
+    memory_format = MEMORY_FORMATS[args.memory_format]
+    model = model.to(memory_format=memory_format)
     train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
 
     begin = time.perf_counter()  # the whole run: the loaders' start-up counts
-    if kind == "stoke":
-        train, val = stoke_loaders(args, train_dir, val_dir, args.stoke_cpu_budget)
-    else:
-        train, val = torch_loaders(args, train_dir, val_dir, workers)
+    train = make_loader(args, kind, train_dir, True, workers)
     steps = args.epochs * len(train)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4, nesterov=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
@@ -110,7 +132,7 @@ def run(args, kind, workers, threads, initial_state, classes):
         model.train()
         loss_sum, seen = 0.0, 0
         for batch_images, labels in train:
-            logits = model(batch_images)
+            logits = model(batch_images.contiguous(memory_format=memory_format))
             loss = F.cross_entropy(logits, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -125,10 +147,11 @@ def run(args, kind, workers, threads, initial_state, classes):
     seconds = time.perf_counter() - begin
 
     model.eval()
+    val = make_loader(args, kind, val_dir, False, workers)
     correct = total = 0
     with torch.no_grad():
         for batch_images, labels in val:
-            correct += int((model(batch_images).argmax(1) == labels).sum())
+            correct += int((model(batch_images.contiguous(memory_format=memory_format)).argmax(1) == labels).sum())
             total += labels.shape[0]
     result = {"loader": kind, "workers": workers if kind == "torch" else None, "torch_threads": threads,
               "epochs": args.epochs, "images": images, "seconds": round(seconds, 2),
@@ -149,9 +172,11 @@ def costs(args, classes):
     the model costs is the same on both sides, so the more the step costs the less the loader can
     change (how well each loop spreads its work over the cores decides the rest)."""
     torch.set_num_threads(1)
-    model = SmallCNN(len(classes))
+    memory_format = MEMORY_FORMATS[args.memory_format]
+    model = SmallCNN(len(classes)).to(memory_format=memory_format)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(args.batch, 3, args.size, args.size), torch.randint(0, len(classes), (args.batch,))
+    x = torch.randn(args.batch, 3, args.size, args.size).contiguous(memory_format=memory_format)
+    y = torch.randint(0, len(classes), (args.batch,))
 
     def timed(work, seconds=4.0):
         work()  # warm-up
@@ -167,15 +192,15 @@ def costs(args, classes):
         optimizer.step()
         return args.batch
 
-    train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
-    loader, _ = stoke_loaders(args, train_dir, val_dir, None, threads=1, autotune=False)
-    torch_loader, _ = torch_loaders(args, train_dir, val_dir, workers=0)
+    train_dir = os.path.join(args.data, "train")
+    loader = stoke_loader(args, train_dir, True, None, threads=1, autotune=False)
+    dataloader = torch_loader(args, train_dir, True, workers=0)
 
     def epoch_of(it):
         return lambda: sum(labels.shape[0] for _, labels in it)
 
     result = {"step_ms": timed(step), "stoke_load_ms": timed(epoch_of(loader)),
-              "dataloader_load_ms": timed(epoch_of(torch_loader))}
+              "dataloader_load_ms": timed(epoch_of(dataloader))}
     result = {k: round(v, 3) for k, v in result.items()}
     result["work_ratio"] = round((result["dataloader_load_ms"] + result["step_ms"])
                                     / (result["stoke_load_ms"] + result["step_ms"]), 2)
@@ -197,6 +222,9 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--size", type=int, default=48, help="training crop side (default 48)")
     parser.add_argument("--resize", type=int, default=55, help="validation: shorter side before the centre crop")
+    parser.add_argument("--memory-format", choices=sorted(MEMORY_FORMATS), default="channels_last",
+                        help="the model's and the batches' memory format, the same for both loaders (default "
+                             "channels_last: torch's oneDNN convolutions are faster on it)")
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int_list, default=[0, 1, 2],
@@ -207,6 +235,11 @@ def main():
                         help="torch threads of the stoke run (default: one per core, torch's own default)")
     parser.add_argument("--stoke-cpu-budget", type=int, default=None,
                         help="stoke.Loader's cpu_budget (default: every core; see stoke.Loader)")
+    parser.add_argument("--stoke-nice", type=int, default=None,
+                        help="stoke.Loader's nice (default: the Loader's, 10: below the training loop)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds of runs; each configuration's figure is its median (default 1)")
+    parser.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--verbose", action="store_true", help="a line per epoch on stderr")
     parser.add_argument("--costs", action="store_true",
                         help="first measure the CPU time per image of the step and of each loader's loading")
@@ -219,34 +252,65 @@ def main():
     if classes != classes_of(os.path.join(args.data, "val")):
         parser.error(f"{args.data}/train and {args.data}/val have different class folders")
 
+    if args.one_run:  # a child of the comparison below: one run, its JSON line
+        torch.manual_seed(args.seed)
+        initial_state = SmallCNN(len(classes)).state_dict()  # every run starts from these weights
+        threads = args.stoke_threads if args.loader == "stoke" else args.torch_threads[0]
+        print(json.dumps(run(args, args.loader, args.workers[0], threads, initial_state, classes)), flush=True)
+        return 0
     if args.costs:
         costs(args, classes)
-    torch.manual_seed(args.seed)
-    initial_state = SmallCNN(len(classes)).state_dict()  # every run starts from these weights
-    runs = []
+    configs = []
     if args.loader in ("stoke", "both"):
-        runs.append(("stoke", None, args.stoke_threads))
+        configs.append(("stoke", 0, args.stoke_threads))
     if args.loader in ("torch", "both"):
-        runs += [("torch", w, t) for w in args.workers for t in args.torch_threads]
-    results = []
-    for kind, workers, threads in runs:
-        result = run(args, kind, workers, threads, initial_state, classes)
-        print(json.dumps(result), flush=True)
-        results.append(result)
-
-    stoke_runs = [r for r in results if r["loader"] == "stoke"]
-    torch_runs = [r for r in results if r["loader"] == "torch"]
-    if stoke_runs and torch_runs:
-        s = stoke_runs[0]
-        best = max(torch_runs, key=lambda r: r["images_per_sec"])
-        print(f"stoke.Loader  {s['images_per_sec']:7.1f} images/s, val accuracy {s['val_accuracy']:.3f} "
-              f"(torch threads {s['torch_threads']})")
-        print(f"DataLoader    {best['images_per_sec']:7.1f} images/s, val accuracy {best['val_accuracy']:.3f} "
-              f"(best of {len(torch_runs)}: num_workers {best['workers']}, torch threads {best['torch_threads']}; "
-              f"accuracy over its runs {min(r['val_accuracy'] for r in torch_runs):.3f}.."
-              f"{max(r['val_accuracy'] for r in torch_runs):.3f})")
-        print(f"ratio stoke / DataLoader's best: {s['images_per_sec'] / best['images_per_sec']:.2f}   (goal >= 1.5)")
+        configs += [("torch", w, t) for w in args.workers for t in args.torch_threads]
+    results = {config: [] for config in configs}
+    for _ in range(args.repeat):  # rounds: each configuration once per round, so drifts hit them alike
+        for config in configs:
+            result = one_run(args, *config)
+            print(json.dumps(result), flush=True)
+            results[config].append(result)
+    summarize(results)
     return 0
+
+
+def one_run(args, kind, workers, threads):
+    """One training run in a process of its own: no thread, pool or worker of an earlier run is there."""
+    command = [sys.executable, os.path.abspath(__file__), "--one-run", "--data", args.data, "--loader", kind,
+               "--workers", str(workers), "--torch-threads", str(threads), "--stoke-threads", str(threads)]
+    for name in ("epochs", "batch", "size", "resize", "memory_format", "lr", "seed", "stoke_cpu_budget", "stoke_nice"):
+        if getattr(args, name) is not None:
+            command += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    if args.verbose:
+        command.append("--verbose")
+    child = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+    if child.returncode != 0:
+        sys.exit(f"train.py: the {kind} run (num_workers {workers}, torch threads {threads}) failed with exit "
+                 f"status {child.returncode}; its error is above")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def summarize(results):
+    """Each configuration's median images/s over the rounds; stoke's over DataLoader's best."""
+    def median(values):
+        return statistics.median(values)
+
+    summary = {}
+    for (kind, workers, threads), runs in results.items():
+        speeds = [r["images_per_sec"] for r in runs]
+        accuracies = [r["val_accuracy"] for r in runs]
+        summary[(kind, workers, threads)] = median(speeds)
+        name = "stoke.Loader" if kind == "stoke" else f"DataLoader num_workers {workers}"
+        print(f"{name:<26} torch threads {threads}: {median(speeds):6.1f} images/s (median of {len(runs)}: "
+              f"{min(speeds):.1f}..{max(speeds):.1f}), val accuracy {median(accuracies):.3f} "
+              f"({min(accuracies):.3f}..{max(accuracies):.3f})")
+    stoke_runs = [v for k, v in summary.items() if k[0] == "stoke"]
+    torch_runs = {k: v for k, v in summary.items() if k[0] == "torch"}
+    if stoke_runs and torch_runs:
+        best = max(torch_runs, key=torch_runs.get)
+        print(f"ratio stoke / DataLoader's best (num_workers {best[1]}, torch threads {best[2]}): "
+              f"{stoke_runs[0] / torch_runs[best]:.2f}   (goal >= 1.5)")
 
 
 if __name__ == "__main__":
