@@ -6,6 +6,7 @@
 #include "runtime_impl.hpp"
 #include "stoke/graph/detail/clock.hpp"
 #include "stoke/graph/detail/stage_base.hpp"
+#include "thread_priority.hpp"
 
 namespace stoke::graph::detail {
 
@@ -26,7 +27,7 @@ Runtime::Runtime(PipelineOptions options)
   } else {
     impl_->arena = std::make_unique<tbb::task_arena>();
   }
-  if (options_.nice > 0) impl_->priority.emplace(*impl_->arena, options_.nice);
+  impl_->base_nice = own_nice();
   // At least two: oneTBB gives every arena room for a worker beside the thread that runs it, and
   // work enqueued from outside the pipeline (a Wake rung, an async completion) makes it add one
   // even to a one-thread arena. With 1 here, a serial stage would count as a limit that cannot
@@ -140,6 +141,7 @@ void Runtime::execute_and_wait(const std::function<void()>& body) {
   impl_->arena->execute([&] {
     {
       const CurrentRuntime current(this);
+      const LowerPriority lower(options_.nice, impl_->base_nice);
       body();
     }
     impl_->group.wait();
@@ -150,6 +152,7 @@ void Runtime::spawn(StageBase& stage, int tasks) {
   for (int i = 0; i < tasks; ++i) {
     auto task = [this, &stage] {
       const CurrentRuntime current(this);
+      const LowerPriority lower(options_.nice, impl_->base_nice);  // per task: oneTBB's workers serve other arenas too
       stage.run_task();
     };
     if (current_runtime == this) {

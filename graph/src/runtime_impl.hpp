@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "stoke/graph/detail/runtime.hpp"
-#include "thread_priority.hpp"
 
 namespace stoke::graph::detail {
 
@@ -37,7 +36,7 @@ struct Setting {
 struct Runtime::Impl {
   std::optional<tbb::global_control> parallelism;  // raises oneTBB's thread limit if asked to
   std::unique_ptr<tbb::task_arena> arena;
-  std::optional<ArenaPriority> priority;  // PipelineOptions::nice; observes `arena`, so declared after it
+  int base_nice = 0;  // the maker's own nice value: where PipelineOptions::nice's threads go back to
   // Every task of the run belongs to it: the run ends when its wait() returns, and an outstanding
   // async operation holds a deferred task of it (hold()).
   tbb::task_group group;

@@ -14,12 +14,13 @@ namespace {
 // On Linux PRIO_PROCESS with a thread id sets that thread alone (sched(7), "The nice value").
 id_t this_thread() noexcept { return static_cast<id_t>(::syscall(SYS_gettid)); }
 
-// What a thread had before the arenas it is in lowered it. A thread can be in several arenas at
-// once (a task of one calling execute() of another); only the outermost change is given back.
+// What a thread had before the LowerPriority scopes it is in lowered it. A thread can be in several
+// at once (a task of one pipeline running another); only the outermost change is given back.
 struct Lowered {
   int depth = 0;
   bool changed = false;
-  int own = 0;
+  int own = 0;    // at the outermost scope's start
+  int after = 0;  // what the outermost scope's end sets
 };
 thread_local Lowered lowered;
 
@@ -31,22 +32,20 @@ int thread_nice() noexcept {
   return errno == 0 ? value : 0;
 }
 
-ArenaPriority::ArenaPriority(tbb::task_arena& arena, int nice)
-    : tbb::task_scheduler_observer(arena), nice_(std::clamp(nice, 0, 19)) {
-  observe(true);
-}
+int own_nice() noexcept { return lowered.depth > 0 ? lowered.own : thread_nice(); }
 
-ArenaPriority::~ArenaPriority() { observe(false); }
-
-void ArenaPriority::on_scheduler_entry(bool /*is_worker*/) {
-  if (lowered.depth++ > 0) return;
+LowerPriority::LowerPriority(int nice, int base) noexcept : active_(nice > 0) {
+  if (!active_ || lowered.depth++ > 0) return;
+  nice = std::min(nice, 19);
   lowered.own = thread_nice();
-  lowered.changed = lowered.own < nice_ && ::setpriority(PRIO_PROCESS, this_thread(), nice_) == 0;
+  lowered.after = lowered.own < nice ? lowered.own : std::min(lowered.own, base);
+  if (lowered.own != nice) ::setpriority(PRIO_PROCESS, this_thread(), nice);  // EPERM when raising: stays lower
+  lowered.changed = lowered.own != nice || lowered.after != lowered.own;
 }
 
-void ArenaPriority::on_scheduler_exit(bool /*is_worker*/) {
-  if (lowered.depth == 0 || --lowered.depth > 0) return;
-  if (lowered.changed) ::setpriority(PRIO_PROCESS, this_thread(), lowered.own);  // EPERM: keeps nice_
+LowerPriority::~LowerPriority() {
+  if (!active_ || --lowered.depth > 0) return;
+  if (lowered.changed) ::setpriority(PRIO_PROCESS, this_thread(), lowered.after);  // EPERM: keeps the lower one
   lowered.changed = false;
 }
 

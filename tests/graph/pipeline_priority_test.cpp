@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "stoke/graph/graph.hpp"
 
@@ -68,6 +69,32 @@ TEST(PipelinePriority, TheThreadThatRanThePipelineGetsItsPriorityBack) {
   EXPECT_EQ(thread_nice(), own);
 }
 
+// A thread that begins at a lower priority than the pipeline's maker (as a oneTBB worker started by
+// a lowered thread does: Linux threads begin at their creator's value) ends at the maker's.
+TEST(PipelinePriority, AThreadThatBeganLowerGoesBackToTheMakersValue) {
+  const int own = thread_nice();
+  if (own >= 7) GTEST_SKIP() << "this process already runs at nice " << own;
+  if (!may_raise_priority(own)) GTEST_SKIP() << "this process may not raise priority back to " << own;
+  Pipeline pipe{{.threads = 2, .nice = 7}};  // made here, at `own`
+  int count = 0;
+  pipe.source("source", [next = 0]() mutable -> std::optional<int> {
+        if (next == 50) return std::nullopt;
+        return next++;
+      })
+      .sink("sink", [&](int) { ++count; });
+  int after = -1;
+  std::thread runner([&] {
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 7);
+    pipe.run();
+    after = thread_nice();
+  });
+  runner.join();
+  EXPECT_EQ(count, 50);
+  EXPECT_EQ(after, own);
+}
+
+// In a process of its own (ctest runs each test alone): a oneTBB worker that a lowered thread
+// started begins at that thread's nice value, and a nice-0 pipeline would find it there.
 TEST(PipelinePriority, NiceZeroLeavesTheThreadsAsTheyAre) {
   const int own = thread_nice();
   EXPECT_EQ(nice_values_in_stages(0), std::set<int>{own});

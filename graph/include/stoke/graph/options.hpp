@@ -142,13 +142,14 @@ struct PipelineOptions {
   /// Report (or fail on) a body call that runs too long: see StallOptions. Off by default.
   StallOptions stall{};
   /// Run the pipeline's work at a lower CPU priority: the Linux nice value (1..19) of every thread
-  /// while it works in the pipeline's task arena; 0 leaves the threads as they are. For a pipeline
+  /// while it runs one of the pipeline's tasks; 0 leaves the threads as they are. For a pipeline
   /// that feeds a consumer computing on the same cores (a model training on the CPU): the
   /// consumer's threads win a core whenever they can run, the stages take the time they leave,
   /// and when the consumer waits for an item it sleeps and the stages have the cores. A thread
-  /// gets its own value back when it leaves the arena where the process may raise priority again
-  /// (root, CAP_SYS_NICE or RLIMIT_NICE); elsewhere oneTBB's workers keep the lower one, and run
-  /// other arenas' work at it too.
+  /// gets its own value back after each task (or the pipeline maker's, when that is higher: a
+  /// Linux thread begins at its creator's value, so a oneTBB worker that a lowered thread started
+  /// would keep the lower one) where the process may raise priority again (root, CAP_SYS_NICE or
+  /// RLIMIT_NICE); elsewhere oneTBB's workers keep the lower one, and run other arenas' work at it.
   int nice = 0;
 };
 
