@@ -57,6 +57,31 @@ class Batch:
         return f"stoke.Batch(epoch={self.epoch}, {shapes})"
 
 
+class _Epoch:
+    """An iteration of a Loader. An iterator object, not a generator: a suspended generator's
+    frame would keep the last batch's tensors, and so its slot, alive after the caller let go."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._mine = None  # the loader's iteration count when this one began
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        loader = self._loader
+        if self._mine is None:
+            self._mine = loader._begin()
+        elif loader._iterations != self._mine:
+            raise RuntimeError("stoke.Loader: this iteration was replaced by a newer one of the same loader "
+                               "(a later iteration began its epoch); a Loader goes through one epoch at a time, "
+                               "so finish or drop an iteration before beginning the next")
+        batch = loader._next_batch()
+        if batch is None:
+            raise StopIteration
+        return batch
+
+
 def _cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -160,6 +185,7 @@ class Loader:
         if self._label_dtype not in (torch.int64, torch.int32):
             raise ValueError(f"stoke.Loader: label_dtype must be torch.int64 or torch.int32, not {label_dtype}")
         self._native = _native.NativeLoader(s)
+        self._iterations = 0  # iterations begun: an older one that goes on raises
 
     def __len__(self):
         """Batches per epoch (this rank's share; skipped files can make an epoch shorter)."""
@@ -167,22 +193,30 @@ class Loader:
 
     def __iter__(self):
         """One epoch: the one set_epoch() or load_state_dict() named, else the one after the last
-        (an iteration left early counts as done, as a DataLoader iterator dropped)."""
+        (an iteration left early counts as done, as a DataLoader iterator dropped). It begins at
+        its first batch; a later iteration that begins ends it (its next() raises RuntimeError)."""
+        return _Epoch(self)
+
+    def _begin(self):
+        self._native.begin()
+        self._iterations += 1
+        return self._iterations
+
+    def _next_batch(self):
+        """The epoch's next batch, or None at its end."""
         import torch
         from torch.utils.dlpack import from_dlpack
 
-        self._native.begin()
-        while True:
-            raw = self._native.next()
-            if raw is None:
-                return
-            names = raw.pop("names")
-            epoch = raw.pop("epoch")
-            address = raw.pop("address")
-            fields = {name: self._to_torch(from_dlpack, name, capsule) for name, capsule in raw.items()}
-            if self._label_dtype != torch.int32:
-                fields["labels"] = fields["labels"].to(self._label_dtype)
-            yield Batch(fields, names, epoch, address)
+        raw = self._native.next()
+        if raw is None:
+            return None
+        names = raw.pop("names")
+        epoch = raw.pop("epoch")
+        address = raw.pop("address")
+        fields = {name: self._to_torch(from_dlpack, name, capsule) for name, capsule in raw.items()}
+        if self._label_dtype != torch.int32:
+            fields["labels"] = fields["labels"].to(self._label_dtype)
+        return Batch(fields, names, epoch, address)
 
     @staticmethod
     def _to_torch(from_dlpack, name, capsule):

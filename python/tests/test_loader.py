@@ -103,6 +103,16 @@ def test_set_epoch_picks_the_epoch(shapes):
     assert epoch(loader) == expected
 
 
+def test_an_iteration_replaced_by_a_newer_one_raises_instead_of_mixing_epochs(shapes):
+    loader = make(shapes)
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    assert sum(1 for _ in second) == len(loader)  # (list() would hold every slot: the loader waits)
+    with pytest.raises(RuntimeError, match="replaced by a newer one"):
+        next(first)
+
+
 def test_ranks_share_each_epoch_in_equal_parts(shapes):
     seen = []
     for rank in range(5):  # 24 items: padded to 5 each
@@ -166,16 +176,14 @@ def test_the_loaders_threads_work_below_the_loops_priority(shapes):
         pytest.skip(f"this process already runs at nice {own}")
     assert stoke.Loader.__init__.__defaults__ is not None and stoke.loader.NICE == 10
     loader = make(shapes, nice=9)
-    it = iter(loader)
-    next(it)  # the pipeline runs; its thread waits for a free slot in its arena
-    assert 9 in thread_nice_values()
-    assert os.getpriority(os.PRIO_PROCESS, 0) == own  # the training loop's thread keeps its own
-    del it, loader
-    gc.collect()
-    loader = make(shapes, nice=0)
-    it = iter(loader)
-    next(it)
-    assert 9 not in thread_nice_values()
+    # A thread is at nice 9 while it runs one of the pipeline's tasks: look while batches are made.
+    seen = set()
+    deadline = time.monotonic() + 30
+    while 9 not in seen and time.monotonic() < deadline:
+        for _ in loader:
+            seen.update(thread_nice_values())
+            assert os.getpriority(os.PRIO_PROCESS, 0) == own  # the training loop's thread keeps its own
+    assert 9 in seen
     with pytest.raises(ValueError, match="nice=20"):
         make(shapes, nice=20)
 
