@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "stoke/gpu/runtime_library.hpp"
+#include "stoke/graph/atomic_file.hpp"
 
 namespace stoke::dist {
 
@@ -151,28 +152,8 @@ std::optional<NcclUniqueId> read_unique_id(const std::filesystem::path& file, st
 }
 
 void write_unique_id(const std::filesystem::path& file, const NcclUniqueId& id) {
-  // Written beside its final name, then renamed: a reader sees no file or the whole id.
-  std::filesystem::path temporary = file;
-  temporary += ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(id.bytes.data()), static_cast<std::streamsize>(id.bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      throw std::runtime_error("could not write the NCCL unique id to " + temporary.string() + ": " +
-                               std::strerror(errno));
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, file, error);
-  if (error) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error("could not rename " + temporary.string() + " to " + file.string() + ": " +
-                             error.message());
-  }
+  // A reader sees no file or the whole id.
+  graph::write_file_atomically(file, std::as_bytes(std::span(id.bytes)), "NCCL unique id");
 }
 
 std::string milliseconds(std::chrono::milliseconds duration) { return std::to_string(duration.count()) + " ms"; }

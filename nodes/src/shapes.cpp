@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "stoke/graph/atomic_file.hpp"
 #include "stoke/nodes/jpeg_encode.hpp"
 
 namespace stoke::nodes {
@@ -259,25 +260,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write_file_atomically(const fs::path& path, const std::vector<std::byte>& bytes) {
-  fs::path temporary = path;
-  temporary += ".tmp";
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr)
-    throw std::runtime_error("shapes dataset: cannot create " + temporary.string() + ": " + std::strerror(errno));
-  const std::size_t written = std::fwrite(bytes.data(), 1, bytes.size(), file);
-  const int write_error = written == bytes.size() ? 0 : errno;
-  if (std::fclose(file) != 0 || write_error != 0) {
-    const int error = write_error != 0 ? write_error : errno;
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw std::runtime_error("shapes dataset: cannot write " + temporary.string() + ": " + std::strerror(error));
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) throw std::runtime_error("shapes dataset: cannot rename " + temporary.string() + ": " + error.message());
-}
-
 std::string six_digits(std::size_t n) {
   std::string digits = std::to_string(n);
   return std::string(digits.size() < 6 ? 6 - digits.size() : 0, '0') + digits;
@@ -352,7 +334,8 @@ ShapesDatasetReport write_shapes_dataset(const ShapesDatasetOptions& o, const Sh
           const ShapeClass& c = classes[i / split.per_class];
           ItemRng rng = shapes_rng(o.seed, split.id, i);
           const std::vector<std::byte> jpeg = encode_jpeg(render_shape_image(c, o.size, rng), o.quality);
-          write_file_atomically(o.out / split.name / c.name / (six_digits(i % split.per_class) + ".jpg"), jpeg);
+          graph::write_file_atomically(o.out / split.name / c.name / (six_digits(i % split.per_class) + ".jpg"), jpeg,
+                                       "shapes image");
           bytes.fetch_add(jpeg.size(), std::memory_order_relaxed);
           const std::size_t now = done.fetch_add(1, std::memory_order_relaxed) + 1;
           if (progress && now % step == 0 && now < total) {

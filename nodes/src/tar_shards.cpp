@@ -26,6 +26,7 @@
 #include "file_format.hpp"
 #include "image_files.hpp"
 #include "mapped_file.hpp"
+#include "stoke/graph/atomic_file.hpp"
 
 namespace stoke::nodes {
 
@@ -382,35 +383,15 @@ std::optional<TarIndex> load_index(const fs::path& file, std::uint64_t size, std
   }
 }
 
-/// Writes `bytes` to `file` atomically (a temporary file beside it, then rename). Returns "" on
-/// success, else why not.
+/// Writes `bytes` to `file` atomically. Returns "" on success, else why not. No fsync: the index
+/// is a cache; one cut short by a crash fails its checksum and is rebuilt.
 std::string write_atomically(const fs::path& file, std::span<const std::byte> bytes) {
-  std::random_device device;
-  char suffix[48];
-  std::snprintf(suffix, sizeof suffix, ".tmp-%ld-%08x", static_cast<long>(::getpid()), device());
-  fs::path temp = file;
-  temp += suffix;
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return str(temp) + ": " + std::strerror(errno);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t wrote = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) {
-      const std::string why = str(temp) + ": " + std::strerror(wrote < 0 ? errno : EIO);
-      ::close(fd);
-      ::unlink(temp.c_str());
-      return why;
-    }
-    done += static_cast<std::size_t>(wrote);
+  try {
+    graph::write_file_atomically(file, bytes, "shard index");
+    return "";
+  } catch (const std::runtime_error& e) {
+    return e.what();
   }
-  // No fsync: the index is a cache. A file cut short by a crash fails its checksum and is rebuilt.
-  if (::close(fd) != 0 || ::rename(temp.c_str(), file.c_str()) != 0) {
-    const std::string why = str(file) + ": " + std::strerror(errno);
-    ::unlink(temp.c_str());
-    return why;
-  }
-  return "";
 }
 
 /// The index file's name in a cache folder: a hash of the shard's absolute path, then its name.

@@ -10,11 +10,11 @@
 #include <mutex>
 #include <stdexcept>
 #include <stoke/graph/pipeline.hpp>
+#include <stoke/graph/atomic_file.hpp>
 #include <thread>
 #include <utility>
 
 #include "stoke/train/json.hpp"
-#include "text_file.hpp"
 
 namespace stoke::train {
 
@@ -357,7 +357,7 @@ std::optional<nodes::Batch> Loader::next(std::chrono::milliseconds wait) { retur
 LoaderStats Loader::stats() const { return impl_->stats(); }
 
 void Loader::write_report(const std::filesystem::path& path) const {
-  detail::write_text_atomically(path, to_json(stats(), position()).dump(2) + "\n", "loader report");
+  graph::write_file_atomically(path, to_json(stats(), position()).dump(2) + "\n", "loader report");
 }
 
 // json.hpp's functions for the loader, here rather than in json.cpp: a program that links the

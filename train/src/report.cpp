@@ -2,8 +2,6 @@
 // atomic write of the page (report_page.cpp makes the page itself).
 #include "stoke/train/report.hpp"
 
-#include "text_file.hpp"
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -11,6 +9,8 @@
 #include <memory>
 #include <stdexcept>
 #include <system_error>
+
+#include "stoke/graph/atomic_file.hpp"
 
 namespace stoke::train {
 
@@ -230,7 +230,7 @@ std::vector<RunRecorder::Sample> RunRecorder::all_samples_locked() const {
 
 void RunRecorder::write_html(const fs::path& path, const std::string& title,
                              const std::vector<std::pair<std::string, std::string>>& settings) const {
-  detail::write_text_atomically(path, html(title, settings), "report");
+  graph::write_file_atomically(path, html(title, settings), "report");
 }
 
 FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecording recording) {
