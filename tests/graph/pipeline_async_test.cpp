@@ -328,11 +328,13 @@ TEST(PipelineAsync, StopDrainsOutstandingOperations) {
 
 TEST(PipelineAsync, AnIdleDeviceStageCountsAsStarved) {
   // The source is slow, the device fast: the async stage spends most of the run with nothing
-  // outstanding and nothing queued, which is what the scheduler reads as a starving GPU.
+  // outstanding and nothing queued, which is what the scheduler reads as a starving GPU. 10 ms
+  // an item: under ASan beside another test on 2 cores, the device's thread took ~2 ms to
+  // complete a 50 us operation, and a 2 ms source then left the stage no idle time (CI, 9021b62).
   FakeDevice device(std::chrono::microseconds(50));
   Pipeline pipe({.threads = 2});
   pipe.source("slow", [i = 0]() mutable -> std::optional<int> {
-        sleep_us(2000);
+        sleep_us(10'000);
         return i < 20 ? std::optional(i++) : std::nullopt;
       })
       .async<int>("device", [&](int x, Completion<int> done) {
