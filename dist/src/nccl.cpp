@@ -4,10 +4,8 @@
 // NcclCommunicator's constructors throw there before NCCL is touched.
 #include "stoke/dist/nccl.hpp"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>

@@ -6,10 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <numbers>
 #include <opencv2/core.hpp>

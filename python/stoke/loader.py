@@ -184,6 +184,10 @@ class Loader:
         self._label_dtype = torch.int64 if label_dtype is None else label_dtype
         if self._label_dtype not in (torch.int64, torch.int32):
             raise ValueError(f"stoke.Loader: label_dtype must be torch.int64 or torch.int32, not {label_dtype}")
+        from torch.utils.dlpack import from_dlpack
+
+        self._from_dlpack = from_dlpack  # torch's, looked up once rather than for every batch
+        self._convert_labels = self._label_dtype != torch.int32
         self._native = _native.NativeLoader(s)
         self._iterations = 0  # iterations begun: an older one that goes on raises
 
@@ -204,17 +208,14 @@ class Loader:
 
     def _next_batch(self):
         """The epoch's next batch, or None at its end."""
-        import torch
-        from torch.utils.dlpack import from_dlpack
-
         raw = self._native.next()
         if raw is None:
             return None
         names = raw.pop("names")
         epoch = raw.pop("epoch")
         address = raw.pop("address")
-        fields = {name: self._to_torch(from_dlpack, name, capsule) for name, capsule in raw.items()}
-        if self._label_dtype != torch.int32:
+        fields = {name: self._to_torch(self._from_dlpack, name, capsule) for name, capsule in raw.items()}
+        if self._convert_labels:
             fields["labels"] = fields["labels"].to(self._label_dtype)
         return Batch(fields, names, epoch, address)
 
