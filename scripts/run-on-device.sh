@@ -13,7 +13,8 @@
 # on a machine where nvidia-smi lists a GPU (the runtime cannot use it: an old driver, say).
 #
 # Environment: OUT, PYTHON (default python3), TEST_TIMEOUT (seconds per test executable, default
-# 300), GTEST_FILTER (passed on to the tests as usual).
+# 300), GTEST_FILTER (passed on to the tests as usual), RUN_TESTS=0 (only the command: for a lease
+# spent on something the tests do not touch).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -62,7 +63,10 @@ print(":".join(dirs))') || nvidia_dirs=""
   echo "== LD_LIBRARY_PATH"
   tr ':' '\n' <<< "$LD_LIBRARY_PATH" | sed 's/^/  /'
 
-  mapfile -t tests < <(find "$bundle/libexec/stoke/tests" -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort)
+  tests=()
+  if [[ ${RUN_TESTS:-1} != 0 ]]; then
+    mapfile -t tests < <(find "$bundle/libexec/stoke/tests" -maxdepth 1 -type f -perm -u+x 2>/dev/null | sort)
+  fi
 
   # ---- before running anything: libraries that no directory provides (e.g. cuBLAS 12 installed
   # where the bundle was built against cuBLAS 13)

@@ -16,15 +16,35 @@ over through DLPack without a copy; see Loader for the rules that keep memory bo
 import os
 import sys
 
-# Plugins (Loader(plugins=[...])) resolve stoke's C++ symbols in the extension: load it with
-# RTLD_GLOBAL so that they can.
-_flags = sys.getdlopenflags()
-sys.setdlopenflags(_flags | os.RTLD_GLOBAL)
-try:
-    from . import _native  # noqa: E402
-finally:
-    sys.setdlopenflags(_flags)
+
+def _binding():
+    """The binding of stoke's C++ loader: the pybind11 extension _native where it was built for
+    this Python, else the C ABI through ctypes (_cabi), which loads under any CPython 3.
+    STOKE_BINDING=pybind11 or ctypes insists on one."""
+    wanted = os.environ.get("STOKE_BINDING", "")
+    if wanted not in ("", "pybind11", "ctypes"):
+        raise ImportError(f"stoke: STOKE_BINDING={wanted!r}; it takes pybind11 or ctypes")
+    if wanted != "ctypes":
+        # Plugins (Loader(plugins=[...])) resolve stoke's C++ symbols in the extension: load it
+        # with RTLD_GLOBAL so that they can.
+        flags = sys.getdlopenflags()
+        sys.setdlopenflags(flags | os.RTLD_GLOBAL)
+        try:
+            from . import _native
+
+            return _native
+        except ImportError:
+            if wanted == "pybind11":
+                raise
+        finally:
+            sys.setdlopenflags(flags)
+    from . import _cabi
+
+    return _cabi
+
+
+binding = _binding()
 
 from .loader import Batch, Loader  # noqa: E402
 
-__all__ = ["Batch", "Loader"]
+__all__ = ["Batch", "Loader", "binding"]

@@ -1,9 +1,10 @@
 """stoke.Loader: stoke's C++ input pipeline as an iterable of torch tensors (see Loader)."""
 
+import collections
 import json
 import os
 
-from . import _native
+from . import binding as _native
 
 STATE_VERSION = 1
 # The loader's threads work at this nice value (lower priority than the training loop's): see Loader.
@@ -82,6 +83,75 @@ class _Epoch:
         return batch
 
 
+class _ToDevice:
+    """Moves host batches to a CUDA device for Loader(device="cuda"): each slot's block is pinned
+    once (cudaHostRegister), every field is copied with non_blocking on a stream of its own, and
+    torch's current stream waits for the copy through an event -- no host synchronisation. The host
+    batch (its slot) is released once its copy is seen complete, so the pool bound holds; with
+    two copies in flight the next batch waits for the oldest."""
+
+    IN_FLIGHT = 2  # host batches held for their copies (the pool has prefetch + 2 slots)
+
+    def __init__(self, device):
+        import torch
+
+        device = torch.device(device)
+        if device.type != "cuda":
+            raise ValueError(f"stoke.Loader: device={str(device)!r}; it takes 'cpu', 'cuda' or 'cuda:N'")
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"stoke.Loader: device={str(device)!r}, but torch {torch.__version__} sees no CUDA "
+                               "device (a build without CUDA, or no GPU); use device='cpu'")
+        self._torch = torch
+        self.device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
+        self._stream = torch.cuda.Stream(self.device)
+        try:
+            self._cudart = torch.cuda.cudart()  # cudaHostRegister / cudaHostUnregister
+        except (AttributeError, RuntimeError):
+            self._cudart = None
+        self._pinned = {}  # block address -> bytes, the blocks this loader registered
+        self._unpinned = set()  # blocks that could not be pinned (copied from pageable memory)
+        self._in_flight = collections.deque()  # (event, host batch) of copies not yet seen complete
+
+    def _pin(self, address, size):
+        if address in self._pinned or address in self._unpinned:
+            return
+        status = -1 if self._cudart is None else int(self._cudart.cudaHostRegister(address, size, 0))
+        if status == 0:
+            self._pinned[address] = size
+        else:  # e.g. already registered by someone else, or no pinned memory left: copy from pageable memory
+            self._unpinned.add(address)
+            import warnings
+
+            warnings.warn(f"stoke.Loader: cannot pin a batch slot ({size} bytes; status {status}): its copies "
+                          "to the device will not be asynchronous", RuntimeWarning, stacklevel=3)
+
+    def __call__(self, batch, block):
+        torch = self._torch
+        while self._in_flight and (len(self._in_flight) >= self.IN_FLIGHT or self._in_flight[0][0].query()):
+            done, _ = self._in_flight.popleft()
+            done.synchronize()  # returns at once unless IN_FLIGHT copies are still going
+        self._pin(*block)
+        current = torch.cuda.current_stream(self.device)
+        with torch.cuda.stream(self._stream):
+            fields = {name: t.to(self.device, non_blocking=True) for name, t in batch.fields.items()}
+            done = torch.cuda.Event()
+            done.record(self._stream)
+        current.wait_event(done)
+        for t in fields.values():
+            t.record_stream(current)  # made on the copy stream, used on the current one
+        self._in_flight.append((done, batch))
+        return Batch(fields, batch.names, batch.epoch, batch._address)
+
+    def close(self):
+        """Waits for the copies in flight, releases their slots and unpins the blocks."""
+        while self._in_flight:
+            done, _ = self._in_flight.popleft()
+            done.synchronize()
+        for address in self._pinned:
+            self._cudart.cudaHostUnregister(address)  # the pool frees the slots later
+        self._pinned.clear()
+
+
 def _cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -103,8 +173,13 @@ class Loader:
             lists the transforms and their parameters).
         batch_size, shuffle, seed, drop_last: as DataLoader's. Each epoch's order and each item's
             augmentation are functions of (seed, epoch, item): set_epoch() picks the epoch.
-        device: "cpu". (CUDA output is not in this build yet: move the tensors with
-            ``.cuda(non_blocking=True)``; the images come from ordinary host memory.)
+        device: "cpu" (tensors that view the batch slots, no copy) or "cuda" / "cuda:N": the
+            tensors are on that GPU. Each slot is pinned once, each batch copied asynchronously on a
+            stream of the loader's own, and torch's current stream (at the time the batch is
+            yielded) waits for the copy through an event: no host synchronisation, and the copy of
+            one batch overlaps the GPU work queued for the one before. Labels become int64 on the
+            device. The slot goes back to the pool as soon as its copy is done, so on CUDA a loop
+            that keeps tensors holds device memory, not slots.
         rank, world: this process's share of each epoch in a data-parallel run; ``remainder``
             ("pad", the default, as DistributedSampler; "drop"; "uneven") makes the shares equal.
         threads: the parallel stages' threads (None: one per core to start; with autotune the
@@ -147,37 +222,20 @@ class Loader:
                  device="cpu", rank=0, world=1, remainder="pad", threads=None, autotune=True, cpu_budget=None,
                  on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True, label_dtype=None,
                  nice=NICE):
-        if str(device) != "cpu":
-            raise ValueError(f"stoke.Loader: device={device!r} is not supported by this build yet; use device='cpu' "
-                             "and move the tensors with .cuda(non_blocking=True)")
         if not os.path.exists(str(data)) and "{" not in str(data) and "*" not in str(data):
             raise FileNotFoundError(f"stoke.Loader: {data} does not exist (a folder of images, a file list, a pack "
                                     "or tar shards)")
         if isinstance(transforms, str):
             transforms = [transforms]
-        s = _native.Settings()
-        s.data = str(data)
-        s.transforms = list(transforms or [])
-        s.batch_size = int(batch_size)
-        s.size = int(size)
-        s.shuffle = bool(shuffle)
-        s.seed = int(seed)
-        s.drop_last = bool(drop_last)
-        s.rank = int(rank)
-        s.world = int(world)
-        s.remainder = str(remainder)
-        s.threads = 0 if threads is None else int(threads)
-        s.autotune = bool(autotune)
-        s.cpu_budget = 0 if cpu_budget is None else max(1, int(cpu_budget))
-        s.on_error = str(on_error)
-        s.plugins = [str(p) for p in plugins]
-        s.prefetch = int(prefetch)
-        s.format = "" if format in (None, "auto") else str(format)
-        s.color = str(color)
-        s.fuse = bool(fuse)
         if not 0 <= int(nice) <= 19:
             raise ValueError(f"stoke.Loader: nice={nice} is not a Linux nice value from 0 (as the caller) to 19 (lowest)")
-        s.nice = int(nice)
+        s = {"data": str(data), "transforms": list(transforms or []), "batch_size": int(batch_size), "size": int(size),
+             "shuffle": bool(shuffle), "seed": int(seed), "drop_last": bool(drop_last), "rank": int(rank),
+             "world": int(world), "remainder": str(remainder), "threads": 0 if threads is None else int(threads),
+             "autotune": bool(autotune), "cpu_budget": 0 if cpu_budget is None else max(1, int(cpu_budget)),
+             "on_error": str(on_error), "plugins": [str(p) for p in plugins], "prefetch": int(prefetch),
+             "format": "" if format in (None, "auto") else str(format), "color": str(color), "fuse": bool(fuse),
+             "nice": int(nice)}
         self._settings = s
         import torch
 
@@ -188,7 +246,8 @@ class Loader:
 
         self._from_dlpack = from_dlpack  # torch's, looked up once rather than for every batch
         self._convert_labels = self._label_dtype != torch.int32
-        self._native = _native.NativeLoader(s)
+        self._to_device = _ToDevice(device) if str(device) != "cpu" else None
+        self._native = _native.NativeLoader(json.dumps(s))
         self._iterations = 0  # iterations begun: an older one that goes on raises
 
     def __len__(self):
@@ -202,6 +261,8 @@ class Loader:
         return _Epoch(self)
 
     def _begin(self):
+        if self._native is None:
+            raise RuntimeError("stoke.Loader: this loader was closed")
         self._native.begin()
         self._iterations += 1
         return self._iterations
@@ -214,10 +275,26 @@ class Loader:
         names = raw.pop("names")
         epoch = raw.pop("epoch")
         address = raw.pop("address")
+        block = raw.pop("block")
         fields = {name: self._to_torch(self._from_dlpack, name, capsule) for name, capsule in raw.items()}
+        batch = Batch(fields, names, epoch, address)
+        if self._to_device is not None:
+            batch = self._to_device(batch, block)
         if self._convert_labels:
+            fields = batch.fields
             fields["labels"] = fields["labels"].to(self._label_dtype)
-        return Batch(fields, names, epoch, address)
+        return batch
+
+    def close(self):
+        """Stops the loader's threads and frees its batch memory (what deleting it does). On CUDA it
+        first waits for the copies in flight and unpins the slots. Tensors already yielded stay valid."""
+        if self._to_device is not None:
+            self._to_device.close()
+        self._native = None
+
+    def __del__(self):
+        if getattr(self, "_to_device", None) is not None:
+            self._to_device.close()
 
     @staticmethod
     def _to_torch(from_dlpack, name, capsule):
@@ -232,7 +309,7 @@ class Loader:
 
     @property
     def batch_size(self):
-        return self._settings.batch_size
+        return self._settings["batch_size"]
 
     @property
     def shape(self):
@@ -250,8 +327,8 @@ class Loader:
         batches yielded so far in the current epoch, or at the next epoch's start."""
         epoch, position = self._native.position()
         s = self._settings
-        return {"version": STATE_VERSION, "epoch": epoch, "position": position, "seed": s.seed,
-                "shuffle": s.shuffle, "rank": s.rank, "world": s.world,
+        return {"version": STATE_VERSION, "epoch": epoch, "position": position, "seed": s["seed"],
+                "shuffle": s["shuffle"], "rank": s["rank"], "world": s["world"],
                 "items_per_epoch": self._native.items_per_epoch()}
 
     def load_state_dict(self, state):
@@ -279,4 +356,4 @@ class Loader:
         self._native.write_report(str(path))
 
     def __repr__(self):
-        return f"stoke.Loader({self._settings.data!r}, {self.shape}, {len(self)} batches per epoch)"
+        return f"stoke.Loader({self._settings['data']!r}, {self.shape}, {len(self)} batches per epoch)"

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The Python module on a GPU machine (issue 23), in one command for a short device lease: the
+# module's tests with the C ABI binding (the GPU machines' Python is not the one the pybind11
+# extension is built for), then examples/pytorch/train.py on CUDA, stoke.Loader(device="cuda")
+# against DataLoader(pin_memory=True) + .to(device, non_blocking=True), at 48 and 224 px, on a photo
+# corpus made there. Run it through scripts/run-on-device.sh, which sets the library path:
+#
+#   run (carry bundle.tar.xz): RUN_TESTS=0 scripts/run-on-device.sh scripts/device-python.sh
+#
+# Logs and JSON lines go to $OUT (default out/device-python). Environment: PYTHON (default python3),
+# WORKERS (DataLoader num_workers settings, default 4,8,16), REPEAT (rounds, default 3), SKIP
+# (space-separated steps to skip: tests t48 t224).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+
+out=${OUT:-out/device-python}
+mkdir -p "$out"
+python=${PYTHON:-python3}
+work=${WORK:-/tmp/stoke-device-python}
+skip=" ${SKIP:-} "
+workers=${WORKERS:-4,8,16}
+repeat=${REPEAT:-3}
+export PYTHONPATH=$PWD/bundle/python STOKE_BINDING=ctypes PYTHONUNBUFFERED=1
+failed=0
+
+log() { echo "[$(date +%T)] $*"; }
+step() {  # step LIMIT_S COMMAND...: runs it with a time limit, says how it ended
+  local limit=$1; shift
+  log "\$ $*"
+  timeout --signal=INT --kill-after=5 "$limit" "$@"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then log "exit $rc$([[ $rc -eq 124 || $rc -eq 130 ]] && echo " (limit ${limit}s)")"; failed=1; fi
+  return $rc
+}
+
+log "device-python: commit $(cat bundle/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+"$python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+"$python" -c 'import stoke; print("stoke binding:", stoke.binding.__name__)' || exit 1
+
+corpus=$work/photos
+if [[ ! -d $corpus/val ]]; then
+  step 120 "$python" scripts/make-photo-corpus.py --out "$corpus/train" --count 1200 \
+    --label-by source-half --jobs "$(nproc)" > "$out/corpus.log" 2>&1 &&
+  step 60 "$python" scripts/make-photo-corpus.py --out "$corpus/val" --count 300 \
+    --label-by source-half --seed 1 --jobs "$(nproc)" >> "$out/corpus.log" 2>&1 || { tail -5 "$out/corpus.log"; exit 1; }
+  tail -1 "$out/corpus.log"
+fi
+
+if [[ $skip != *" tests "* ]]; then
+  log "== the module's tests (C ABI binding; the CUDA ones run here)"
+  STOKE_CLI=$PWD/bundle/bin/stoke step 180 "$python" -m pytest -q -p no:cacheprovider -rs python/tests \
+    --junitxml="$out/python-tests.xml" 2>&1 | tail -15
+fi
+
+if [[ $skip != *" t48 "* ]]; then
+  log "== train.py on CUDA at 48 px: stoke.Loader(device='cuda') vs DataLoader num_workers $workers"
+  step 300 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 8 \
+    --workers "$workers" --torch-threads 1 --repeat "$repeat" 2>&1 | tee "$out/train48.log"
+fi
+
+if [[ $skip != *" t224 "* ]]; then
+  log "== train.py on CUDA at 224 px (one round)"
+  step 180 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 3 \
+    --size 224 --resize 256 --workers "${workers##*,}" --torch-threads 1 --repeat 1 2>&1 | tee "$out/train224.log"
+fi
+log "device-python: done (failed=$failed)"
+exit $failed
