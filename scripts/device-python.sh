@@ -9,7 +9,8 @@
 #
 # Logs and JSON lines go to $OUT (default out/device-python). Environment: PYTHON (default python3),
 # WORKERS (DataLoader num_workers settings, default 4,8,16), REPEAT (rounds, default 3), SKIP
-# (space-separated steps to skip: tests t48 t224).
+# (space-separated steps to skip: tests loader ceiling t48 t224), T224_WORKERS (default: the last of
+# WORKERS), T224_REPEAT (default 1).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -53,6 +54,40 @@ if [[ $skip != *" tests "* ]]; then
     --junitxml="$out/python-tests.xml" 2>&1 | tail -15
 fi
 
+if [[ $skip != *" loader "* ]]; then
+  log "== the loaders alone at 224 px (no model): batches on the GPU, then in host memory"
+  for device in cuda cpu; do
+    step 120 "$python" examples/pytorch/bench_loader.py --data "$corpus/train" --size 224 --epochs 3 \
+      --workers "${workers##*,}" --device "$device" 2>&1 | tee -a "$out/loader.log"
+  done
+fi
+
+if [[ $skip != *" ceiling "* ]]; then
+  log "== the model alone: training steps on one synthetic batch kept on the GPU (the loop's ceiling)"
+  step 120 "$python" - <<'PY' 2>&1 | tee "$out/ceiling.log"
+import os, sys, time
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, "examples/pytorch")
+import torch, torch.nn.functional as F
+from train import SmallCNN
+for size in (48, 224):
+    model = SmallCNN(12).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    x = torch.randn(64, 3, size, size, device="cuda").contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 12, (64,), device="cuda")
+    def steps(n):
+        for _ in range(n):
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+    steps(10)
+    begin = time.perf_counter(); steps(100); seconds = time.perf_counter() - begin
+    print(f"model alone at {size} px: {100 * 64 / seconds:.0f} images/s ({seconds * 10:.2f} ms a step of 64)")
+PY
+fi
+
 if [[ $skip != *" t48 "* ]]; then
   log "== train.py on CUDA at 48 px: stoke.Loader(device='cuda') vs DataLoader num_workers $workers"
   step 300 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 8 \
@@ -60,9 +95,10 @@ if [[ $skip != *" t48 "* ]]; then
 fi
 
 if [[ $skip != *" t224 "* ]]; then
-  log "== train.py on CUDA at 224 px (one round)"
-  step 180 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 3 \
-    --size 224 --resize 256 --workers "${workers##*,}" --torch-threads 1 --repeat 1 2>&1 | tee "$out/train224.log"
+  log "== train.py on CUDA at 224 px"
+  step 240 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 3 \
+    --size 224 --resize 256 --workers "${T224_WORKERS:-${workers##*,}}" --torch-threads 1 --repeat "${T224_REPEAT:-1}" \
+    2>&1 | tee "$out/train224.log"
 fi
 log "device-python: done (failed=$failed)"
 exit $failed

@@ -68,7 +68,7 @@ class PeakSampler(threading.Thread):
 def loader_of(kind, args):
     if kind == "stoke":
         import stoke
-        return stoke.Loader(args.data, batch_size=args.batch, size=args.size, seed=0,
+        return stoke.Loader(args.data, batch_size=args.batch, size=args.size, seed=0, device=args.device,
                             transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip", "normalize"])
     import torch
     from torch.utils.data import DataLoader
@@ -76,7 +76,8 @@ def loader_of(kind, args):
     torch.manual_seed(0)
     dataset = datasets.ImageFolder(args.data, T.Compose([T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(),
                                                          T.ToTensor(), T.Normalize(MEAN, STD)]))
-    return DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=args.workers)
+    return DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=args.workers,
+                      pin_memory=args.device != "cpu")
 
 
 def run_one(kind, args):
@@ -87,18 +88,22 @@ def run_one(kind, args):
     sampler.start()
     begin = time.perf_counter()
     loader = loader_of(kind, args)
-    images, checksum, rss = 0, 0.0, []
+    device = torch.device(args.device)
+    images, checksum, rss = 0, torch.zeros((), device=device), []
     for epoch in range(args.epochs):
         if kind == "stoke":
             loader.set_epoch(epoch)
         for batch_images, _ in loader:
-            checksum += float(batch_images[0, 0, 0, 0])
+            # On a GPU: stoke's batches are there already (a no-op), DataLoader's pinned ones are copied.
+            batch_images = batch_images.to(device, non_blocking=True)
+            checksum += batch_images[0, 0, 0, 0]  # touches each batch without a sync per batch
             images += batch_images.shape[0]
         rss.append(kib("/proc/self/status", "VmRSS"))
+    float(checksum)  # waits for the last copy
     seconds = time.perf_counter() - begin
     sampler.running = False
     sampler.join()
-    print(json.dumps({"loader": kind, "workers": args.workers if kind == "torch" else None, "size": args.size,
+    print(json.dumps({"loader": kind, "device": args.device, "workers": args.workers if kind == "torch" else None, "size": args.size,
                       "epochs": args.epochs, "images": images, "seconds": round(seconds, 2),
                       "images_per_sec": round(images / seconds, 1), "peak_pss_mib": round(sampler.peak / 1024, 1),
                       "rss_mib_per_epoch": [round(r / 1024, 1) for r in rss], "torch": torch.__version__}))
@@ -111,6 +116,9 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader's num_workers (default 2)")
+    parser.add_argument("--device", default="cpu",
+                        help="cpu, or cuda[:N]: the batches end on that GPU (stoke.Loader(device=...); DataLoader "
+                             "with pin_memory and a non_blocking copy)")
     parser.add_argument("--run", choices=("stoke", "torch"), help=argparse.SUPPRESS)  # one side, in a child
     args = parser.parse_args()
     if args.run:
