@@ -10,7 +10,7 @@
 # Logs and JSON lines go to $OUT (default out/device-python). Environment: PYTHON (default python3),
 # WORKERS (DataLoader num_workers settings, default 4,8,16), REPEAT (rounds, default 3), SKIP
 # (space-separated steps to skip: tests loader ceiling t48 t224), T224_WORKERS (default: the last of
-# WORKERS), T224_REPEAT (default 1).
+# WORKERS), T224_REPEAT (default 1), T224_EPOCHS (default 3), STOKE_COMMIT (the commit to print).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -34,7 +34,7 @@ step() {  # step LIMIT_S COMMAND...: runs it with a time limit, says how it ende
   return $rc
 }
 
-log "device-python: commit $(cat bundle/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores"
+log "device-python: commit ${STOKE_COMMIT:-?}, $(nproc) cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 "$python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
 "$python" -c 'import stoke; print("stoke binding:", stoke.binding.__name__)' || exit 1
@@ -96,7 +96,7 @@ fi
 
 if [[ $skip != *" t224 "* ]]; then
   log "== train.py on CUDA at 224 px"
-  step 240 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 3 \
+  step 240 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs "${T224_EPOCHS:-3}" \
     --size 224 --resize 256 --workers "${T224_WORKERS:-${workers##*,}}" --torch-threads 1 --repeat "${T224_REPEAT:-1}" \
     2>&1 | tee "$out/train224.log"
 fi

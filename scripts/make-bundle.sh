@@ -69,7 +69,10 @@ if [[ ${#executables[@]} -eq 0 ]]; then
 fi
 declare -A gpu_libs=() system_libs=()
 failures=0
-for exe in "${executables[@]}"; do
+# The Python package's C ABI (python/) is loaded by a Python from anywhere: it must resolve too.
+checked=("${executables[@]}")
+[[ -f "$bundle/lib/libstoke_c.so" ]] && checked+=("$bundle/lib/libstoke_c.so")
+for exe in "${checked[@]}"; do
   if ! head -c 4 "$exe" | grep -q $'\x7fELF'; then continue; fi
   while read -r name arrow path _; do
     [[ "$arrow" == "=>" ]] || continue
@@ -85,6 +88,15 @@ for exe in "${executables[@]}"; do
     fi
   done < <(env -u LD_LIBRARY_PATH ldd "$exe")
 done
+# ... and bundle/lib holds none of the libraries left to the machine: a copy of this machine's
+# libc.so.6 there breaks every program started with bundle/lib on LD_LIBRARY_PATH elsewhere.
+for lib in "$bundle"/lib/*.so*; do
+  kind=$(kind_of "$(basename "$lib")")
+  if [[ -n "$kind" ]]; then
+    echo "CARRIED  $lib is left to the machine ($kind) but was installed (StokeBundle not included?)" >&2
+    failures=$((failures + 1))
+  fi
+done
 
 echo "bundle: ${#executables[@]} executables:"
 for exe in "${executables[@]}"; do echo "  ${exe#"$bundle"/}"; done
@@ -94,7 +106,7 @@ if [[ ${#gpu_libs[@]} -gt 0 ]]; then
   echo "bundle: provided by the GPU machine: ${!gpu_libs[*]}"
 fi
 if [[ $failures -gt 0 ]]; then
-  echo "make-bundle.sh: $failures libraries are missing from the bundle (see MISSING above)" >&2
+  echo "make-bundle.sh: $failures libraries are missing from the bundle or carried by mistake (MISSING, CARRIED above)" >&2
   exit 1
 fi
 

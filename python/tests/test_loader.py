@@ -264,6 +264,15 @@ def test_the_binding_is_the_one_asked_for():
         assert stoke.binding.__name__ == {"pybind11": "stoke._native", "ctypes": "stoke._cabi"}[wanted]
 
 
+def test_the_binding_names_a_setting_it_does_not_know_or_of_the_wrong_type(shapes):
+    with pytest.raises(ValueError, match="no setting 'bogus'"):
+        stoke.binding.NativeLoader(json.dumps({"data": str(shapes), "bogus": 1}))
+    with pytest.raises(ValueError, match="'batch_size' has the wrong type"):
+        stoke.binding.NativeLoader(json.dumps({"data": str(shapes), "batch_size": "many"}))
+    with pytest.raises(ValueError, match="not a JSON object"):
+        stoke.binding.NativeLoader("[1, 2")
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
