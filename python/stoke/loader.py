@@ -125,11 +125,16 @@ class _ToDevice:
             warnings.warn(f"stoke.Loader: cannot pin a batch slot ({size} bytes; status {status}): its copies "
                           "to the device will not be asynchronous", RuntimeWarning, stacklevel=3)
 
-    def __call__(self, batch, block):
-        torch = self._torch
+    def retire(self):
+        """Releases the host batches whose copies are done; waits for the oldest while IN_FLIGHT are
+        held. Called before the loader waits for its next batch, so that the pipeline always has a
+        free slot (at most IN_FLIGHT - 1 held, the pool has at least 2)."""
         while self._in_flight and (len(self._in_flight) >= self.IN_FLIGHT or self._in_flight[0][0].query()):
             done, _ = self._in_flight.popleft()
-            done.synchronize()  # returns at once unless IN_FLIGHT copies are still going
+            done.synchronize()  # returns at once unless the GPU is IN_FLIGHT copies behind
+
+    def __call__(self, batch, block):
+        torch = self._torch
         self._pin(*block)
         current = torch.cuda.current_stream(self.device)
         with torch.cuda.stream(self._stream):
@@ -269,6 +274,8 @@ class Loader:
 
     def _next_batch(self):
         """The epoch's next batch, or None at its end."""
+        if self._to_device is not None:
+            self._to_device.retire()
         raw = self._native.next()
         if raw is None:
             return None
@@ -293,8 +300,12 @@ class Loader:
         self._native = None
 
     def __del__(self):
-        if getattr(self, "_to_device", None) is not None:
-            self._to_device.close()
+        to_device = getattr(self, "_to_device", None)
+        if to_device is not None:
+            try:
+                to_device.close()
+            except Exception:  # noqa: BLE001 -- at interpreter exit torch's CUDA state may be gone
+                pass
 
     @staticmethod
     def _to_torch(from_dlpack, name, capsule):
