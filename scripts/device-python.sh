@@ -10,7 +10,8 @@
 # Logs and JSON lines go to $OUT (default out/device-python). Environment: PYTHON (default python3),
 # WORKERS (DataLoader num_workers settings, default 4,8,16), REPEAT (rounds, default 3), SKIP
 # (space-separated steps to skip: tests loader ceiling t48 t224), T224_WORKERS (default: the last of
-# WORKERS), T224_REPEAT (default 1), T224_EPOCHS (default 3), STOKE_COMMIT (the commit to print).
+# WORKERS), T224_REPEAT (default 1), T224_EPOCHS (default 3), STOKE_COMMIT (the commit to print),
+# TESTS_K (a pytest -k expression: only those tests, e.g. "cuda").
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
@@ -50,7 +51,7 @@ fi
 
 if [[ $skip != *" tests "* ]]; then
   log "== the module's tests (C ABI binding; the CUDA ones run here)"
-  STOKE_CLI=$PWD/bundle/bin/stoke step 180 "$python" -m pytest -q -p no:cacheprovider -rs python/tests \
+  STOKE_CLI=$PWD/bundle/bin/stoke step 180 "$python" -m pytest -q -p no:cacheprovider -rs python/tests ${TESTS_K:+-k "$TESTS_K"} \
     --junitxml="$out/python-tests.xml" 2>&1 | tail -15
 fi
 
