@@ -1,4 +1,5 @@
-// stoke._native: the Python binding of stoke::train::Loader. The stoke package (python/stoke/)
+// stoke._native: the pybind11 binding of stoke::train::Loader (c_api.cpp is the other, for ctypes;
+// both share settings.cpp and batch_fields.cpp). The stoke package (python/stoke/)
 // wraps it in stoke.Loader, which turns the DLPack capsules made here into torch tensors.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -6,7 +7,6 @@
 
 #include <chrono>
 #include <optional>
-#include <stdexcept>
 #include <stoke/train/input.hpp>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
