@@ -11,17 +11,13 @@ namespace stoke::nodes {
 
 namespace detail {
 
-namespace {
-constexpr std::size_t part_alignment = 64;  // a cache line, and enough for any element type
-}  // namespace
-
 /// The shared state of a pool: the slots and the free list. Lives as long as any BatchPool handle
 /// or Batch refers to it.
 class PoolState {
  public:
   PoolState(BatchShape shape_in, std::size_t count, AllocatorPtr allocator_in)
       : shape(shape_in), allocator(std::move(allocator_in)) {
-    const BatchBlock layout = block_layout(shape, part_alignment);
+    const BatchBlock layout = block_layout(shape, BatchPool::part_alignment);
     bytes_per_slot = layout.bytes;
 
     slots.resize(count);

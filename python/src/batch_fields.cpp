@@ -1,5 +1,6 @@
 #include "batch_fields.hpp"
 
+#include <stoke/nodes/batch_pool.hpp>
 #include <utility>
 
 namespace stoke::python {
@@ -66,9 +67,9 @@ std::vector<BatchField> batch_fields(const nodes::Batch& b) {
 }
 
 SlotBlock slot_block(const nodes::Batch& batch) {
-  // The pixels lie at the block's start (block_layout: offset 0); the pool lays the block out with
-  // 64-byte fields (BatchPool).
-  return {reinterpret_cast<std::uintptr_t>(batch.data().data()), nodes::block_layout(batch.shape(), 64).bytes};
+  // The pixels lie at the block's start (block_layout: offset 0).
+  return {reinterpret_cast<std::uintptr_t>(batch.data().data()),
+          nodes::block_layout(batch.shape(), nodes::BatchPool::part_alignment).bytes};
 }
 
 DLManagedTensor* dlpack_tensor(BatchOwner owner, const BatchField& field) {

@@ -31,23 +31,22 @@ namespace {
 
 thread_local std::string last_error;
 
-// Runs `work`, returning its status, or the code of the exception it threw (its message kept).
+// The status code of an exception (Python's ValueError for a bad argument, as pybind11 maps
+// std::invalid_argument), its message kept for stoke_last_error().
+int status_of(const std::exception& e) noexcept {
+  last_error = e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return STOKE_E_MEMORY;
+  if (dynamic_cast<const std::logic_error*>(&e) != nullptr) return STOKE_E_VALUE;  // invalid_argument, out_of_range
+  return STOKE_E_RUNTIME;
+}
+
+// Runs `work`, returning its status, or the code of the exception it threw.
 template <typename Work>
 int guarded(Work&& work) noexcept {
   try {
     return work();
-  } catch (const std::bad_alloc& e) {
-    last_error = e.what();
-    return STOKE_E_MEMORY;
-  } catch (const std::invalid_argument& e) {
-    last_error = e.what();
-    return STOKE_E_VALUE;
-  } catch (const std::out_of_range& e) {
-    last_error = e.what();
-    return STOKE_E_VALUE;
   } catch (const std::exception& e) {
-    last_error = e.what();
-    return STOKE_E_RUNTIME;
+    return status_of(e);
   } catch (...) {
     last_error = "stoke: an unknown error";
     return STOKE_E_RUNTIME;

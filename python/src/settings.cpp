@@ -1,11 +1,11 @@
 #include "settings.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
+#include <vector>
 
 namespace stoke::python {
 
@@ -36,7 +36,9 @@ Settings settings_from_json(std::string_view json) {
   const nlohmann::json in = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!in.is_object()) throw std::invalid_argument("the loader's settings are not a JSON object: " + std::string(json));
   Settings s;
+  std::vector<std::string_view> known;  // every key take() looks for
   const auto take = [&](const char* key, auto& member) {
+    known.emplace_back(key);
     const auto at = in.find(key);
     if (at == in.end()) return;
     try {
@@ -65,12 +67,8 @@ Settings settings_from_json(std::string_view json) {
   take("color", s.color);
   take("fuse", s.fuse);
   take("nice", s.nice);
-  static const char* const known[] = {"data",     "transforms", "batch_size", "size",       "shuffle",
-                                      "seed",     "drop_last",  "rank",       "world",      "remainder",
-                                      "threads",  "autotune",   "cpu_budget", "on_error",   "plugins",
-                                      "prefetch", "format",     "color",      "fuse",       "nice"};
   for (const auto& [key, value] : in.items()) {
-    if (std::find(std::begin(known), std::end(known), key) == std::end(known))
+    if (std::find(known.begin(), known.end(), key) == known.end())
       throw std::invalid_argument("the loader has no setting '" + key + "'");
   }
   return s;

@@ -57,6 +57,9 @@ class BatchPool {
  public:
   /// Alignment of every slot's block (a page: pinned-memory registration works on pages).
   static constexpr std::size_t slot_alignment = 4096;
+  /// Alignment of every field inside a slot's block (block_layout(shape, part_alignment)): a cache
+  /// line, and enough for any element type.
+  static constexpr std::size_t part_alignment = 64;
 
   /// Allocates every slot. Throws std::invalid_argument for a bad shape or 0 slots (naming it),
   /// AllocationError when the allocator runs out (nothing is leaked).
