@@ -69,7 +69,7 @@ def loader_of(kind, args):
     if kind == "stoke":
         import stoke
         return stoke.Loader(args.data, batch_size=args.batch, size=args.size, seed=0, device=args.device,
-                            transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip", "normalize"])
+                            epochs=args.epochs, transforms=[f"random_resized_crop size={args.size}", "random_horizontal_flip", "normalize"])
     import torch
     from torch.utils.data import DataLoader
     from torchvision import datasets, transforms as T

@@ -112,6 +112,9 @@ def make_loader(args, kind, folder, training, workers):
     its threads when made, a DataLoader its workers when iterated)."""
     if kind == "stoke":
         settings = {} if args.stoke_nice is None else {"nice": args.stoke_nice}
+        # Told the run's epochs, stoke.Loader stops at the last one's end rather than decode the next
+        # epoch's first batches on the cores the model is using.
+        settings["epochs"] = args.epochs if training else 1
         return stoke_loader(args, folder, training, args.stoke_cpu_budget, **settings)
     return torch_loader(args, folder, training, workers)
 

@@ -76,7 +76,7 @@ void stoke_string_free(char* text) { std::free(text); }
 int stoke_loader_new(const char* settings_json, stoke_loader** out) {
   return guarded([&] {
     const stoke::python::Settings s = stoke::python::settings_from_json(settings_json);
-    *out = new stoke_loader{stoke::train::Loader(stoke::python::open_dataset(s), stoke::python::input_config(s))};
+    *out = new stoke_loader{stoke::train::Loader(stoke::python::open_dataset(s), stoke::python::input_config(s), s.epochs)};
     return 0;
   });
 }

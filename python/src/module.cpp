@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <stoke/train/input.hpp>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
@@ -46,10 +47,17 @@ py::dict batch_dict(nodes::Batch batch) {
 // The loader and what Python asks of it.
 class NativeLoader {
  public:
-  explicit NativeLoader(const Settings& s) : loader_(open_dataset(s), input_config(s)) {}
+  explicit NativeLoader(const Settings& s) : loader_(open_dataset(s), input_config(s), s.epochs) {}
 
   std::size_t size() const { return loader_.size(); }
-  void begin() { loader_.begin(); }
+  // An epoch past the run's end: ValueError, as from the C ABI (pybind11 would make it IndexError).
+  void begin() {
+    try {
+      loader_.begin();
+    } catch (const std::out_of_range& e) {
+      throw py::value_error(e.what());
+    }
+  }
 
   // The next batch, or None at the epoch's end. Waits without the GIL, looking at signals every
   // 100 ms, so that Ctrl-C (KeyboardInterrupt) interrupts a wait promptly.

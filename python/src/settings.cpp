@@ -67,6 +67,7 @@ Settings settings_from_json(std::string_view json) {
   take("color", s.color);
   take("fuse", s.fuse);
   take("nice", s.nice);
+  take("epochs", s.epochs);
   for (const auto& [key, value] : in.items()) {
     if (std::find(known.begin(), known.end(), key) == known.end())
       throw std::invalid_argument("the loader has no setting '" + key + "'");

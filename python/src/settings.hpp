@@ -34,6 +34,7 @@ struct Settings {
   std::string color = "rgb";
   bool fuse = true;
   int nice = 0;
+  std::uint32_t epochs = 0;  ///< the run's epochs (train::Loader's `epochs`; 0: no end)
 };
 
 /// Settings from a JSON object whose keys are Settings' member names; a key left out keeps its

@@ -209,6 +209,11 @@ class Loader:
         plugins: shared libraries of stoke transform plugins to load first (their transforms can
             then be named in ``transforms``).
         prefetch: batches prepared ahead (the pool holds prefetch + 2 batches).
+        epochs: the epochs the run reads (0 .. epochs - 1), when known. The loader then stops at the
+            last one's end; without it (None) it goes on preparing the next epoch's first batches
+            while the loop finishes an epoch -- at the run's end, decoding no one takes (up to the
+            pool's batches and the in-flight items), on the cores the training loop is using.
+            Iterating an epoch past the last raises ValueError.
         label_dtype: the labels' torch dtype: torch.int64 (the default: DataLoader's, what
             cross_entropy takes; a copy of batch_size numbers) or torch.int32 (stoke's own, a view
             of the batch like every other field).
@@ -226,12 +231,14 @@ class Loader:
     def __init__(self, data, transforms=None, batch_size=64, size=224, shuffle=True, seed=0, drop_last=False,
                  device="cpu", rank=0, world=1, remainder="pad", threads=None, autotune=True, cpu_budget=None,
                  on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True, label_dtype=None,
-                 nice=NICE):
+                 nice=NICE, epochs=None):
         if not os.path.exists(str(data)) and "{" not in str(data) and "*" not in str(data):
             raise FileNotFoundError(f"stoke.Loader: {data} does not exist (a folder of images, a file list, a pack "
                                     "or tar shards)")
         if isinstance(transforms, str):
             transforms = [transforms]
+        if epochs is not None and int(epochs) < 1:
+            raise ValueError(f"stoke.Loader: epochs={epochs}: the run's epochs must be at least 1 (None: no end)")
         if not 0 <= int(nice) <= 19:
             raise ValueError(f"stoke.Loader: nice={nice} is not a Linux nice value from 0 (as the caller) to 19 (lowest)")
         s = {"data": str(data), "transforms": list(transforms or []), "batch_size": int(batch_size), "size": int(size),
@@ -240,7 +247,7 @@ class Loader:
              "autotune": bool(autotune), "cpu_budget": 0 if cpu_budget is None else max(1, int(cpu_budget)),
              "on_error": str(on_error), "plugins": [str(p) for p in plugins], "prefetch": int(prefetch),
              "format": "" if format in (None, "auto") else str(format), "color": str(color), "fuse": bool(fuse),
-             "nice": int(nice)}
+             "nice": int(nice), "epochs": 0 if epochs is None else int(epochs)}
         self._settings = s
         import torch
 

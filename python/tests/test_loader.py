@@ -111,6 +111,26 @@ def test_set_epoch_picks_the_epoch(shapes):
     assert epoch(loader) == expected
 
 
+def sourced(loader):
+    return next(s["items_out"] for s in loader.stats()["stages"] if s["name"] == "source")
+
+
+def test_a_loader_told_the_runs_epochs_decodes_nothing_past_the_last(shapes):
+    endless, two = make(shapes), make(shapes, epochs=2)
+    for _ in range(2):
+        assert epoch(two) == epoch(endless)
+    deadline = time.monotonic() + 5  # without an end the loader goes on into epoch 2 on its own
+    while sourced(endless) <= 48 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sourced(endless) > 48
+    time.sleep(0.1)
+    assert sourced(two) == 48  # 2 epochs of 24
+    with pytest.raises(ValueError, match="past the run's 2 epochs"):
+        epoch(two)
+    with pytest.raises(ValueError, match="epochs=0"):
+        make(shapes, epochs=0)
+
+
 def test_an_iteration_replaced_by_a_newer_one_raises_instead_of_mixing_epochs(shapes):
     loader = make(shapes)
     first = iter(loader)

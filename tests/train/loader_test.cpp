@@ -136,6 +136,41 @@ TEST_F(LoaderTest, AnEpochLeftEarlyCountsAsDoneAndSetEpochChoosesTheNext) {
   }());
 }
 
+// Items the loader's pipeline has read from its source so far.
+std::uint64_t items_sourced(const Loader& loader) {
+  for (const graph::StageStats& stage : loader.stats().stages)
+    if (stage.name == "source") return stage.items_out;
+  return 0;
+}
+
+TEST_F(LoaderTest, ALoaderToldTheRunsEpochsPreparesNothingPastTheLastAndRefusesALaterOne) {
+  const InputConfig config = config_for_loader();
+  Loader endless(dataset, config);
+  Loader two(dataset, config, 2);
+  std::vector<Seen> got;
+  for (std::uint32_t epoch = 0; epoch < 2; ++epoch) {
+    epoch_of(endless);
+    const std::vector<Seen> one = epoch_of(two);
+    got.insert(got.end(), one.begin(), one.end());
+  }
+  EXPECT_EQ(got, pipeline_batches(dataset, config, 2));
+  // Without an end the pipeline goes on into epoch 2 while no one asks for it; with one it stops.
+  for (int i = 0; i < 500 && items_sourced(endless) <= 32; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_GT(items_sourced(endless), 32u);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(items_sourced(two), 32u);
+  EXPECT_EQ(two.position(), (LoaderPosition{2, 0}));
+  EXPECT_THROW(two.begin(), std::out_of_range);
+
+  two.set_epoch(1);  // an epoch of the run again: a new pipeline, ending where the run does
+  EXPECT_EQ(epoch_of(two), std::vector<Seen>(got.begin() + 4, got.end()));
+  EXPECT_THROW(two.begin(), std::out_of_range);
+
+  InputConfig late = config;
+  late.first_epoch = 2;
+  EXPECT_THROW(Loader(dataset, late, 2), std::invalid_argument);
+}
+
 TEST_F(LoaderTest, ACallerThatKeepsBatchesMakesThePipelineWaitForASlot) {
   InputConfig config = config_for_loader();
   config.batch_size = 2;  // 8 batches an epoch

@@ -116,6 +116,7 @@ struct Run {
 struct Loader::Impl {
   nodes::DatasetPtr dataset;
   InputConfig config;
+  std::uint32_t run_epochs;  // the run's epochs (0: no end)
   nodes::EpochOrder order;
   nodes::BatchShape shape;
   // The caller's thread changes `run` and `at`, under `shared` (stats() and position() may be
@@ -133,25 +134,39 @@ struct Loader::Impl {
   std::atomic<std::uint64_t> batches{0};
   std::atomic<std::uint64_t> images{0};
 
-  Impl(nodes::DatasetPtr d, InputConfig c)
+  Impl(nodes::DatasetPtr d, InputConfig c, std::uint32_t epochs)
       : dataset(std::move(d)),
         config(std::move(c)),
+        run_epochs(epochs),
         order(dataset->size(), {.shuffle = config.shuffle,
                                 .seed = config.seed,
                                 .rank = config.rank,
                                 .world = config.world,
                                 .remainder = config.remainder}),
         at{config.first_epoch, config.start} {
-    config.epochs = 0;  // on until cancelled; begin() decides the epochs
+    config.epochs = 0;  // begin() decides the epochs; run_config() where a pipeline stops
     if (config.start > order.per_epoch())
       throw std::invalid_argument("stoke::train::Loader: start " + std::to_string(config.start) +
                                   " is past the epoch's " + std::to_string(order.per_epoch()) + " items");
-    run = std::make_shared<Run>(dataset, config);  // starts at once: the first epoch's batches get ready
+    if (run_epochs != 0 && config.first_epoch >= run_epochs)
+      throw std::invalid_argument("stoke::train::Loader: the first epoch, " + std::to_string(config.first_epoch) +
+                                  ", is not before the run's end (epochs " + std::to_string(run_epochs) + ")");
+    run = std::make_shared<Run>(dataset, run_config(at));  // starts at once: the first epoch's batches get ready
     shape = run->input.pool.shape();
     stream_at = at;
   }
 
   ~Impl() { stop(); }
+
+  // The config of a pipeline that starts at `from` and runs on to the end of the run's epochs
+  // (until cancelled where they have no end).
+  InputConfig run_config(LoaderPosition from) const {
+    InputConfig c = config;
+    c.first_epoch = from.epoch;
+    c.start = from.position;
+    c.epochs = run_epochs == 0 ? 0 : run_epochs - from.epoch;
+    return c;
+  }
 
   void stop() {
     if (run && run->forked()) {
@@ -190,6 +205,10 @@ struct Loader::Impl {
   void begin() {
     check_fork();
     if (in_epoch && handed && !chosen) move_to({at.epoch + 1, 0});  // an epoch left early: the next
+    if (run_epochs != 0 && at.epoch >= run_epochs)
+      throw std::out_of_range("stoke::train::Loader: epoch " + std::to_string(at.epoch) + " is past the run's " +
+                              std::to_string(run_epochs) + " epochs (the loader was made with epochs=" +
+                              std::to_string(run_epochs) + "; make it with more, or none, to read on)");
     in_epoch = true;
     handed = false;
     chosen = false;
@@ -198,10 +217,7 @@ struct Loader::Impl {
     if (live && stream_at == at) return;
     pending.reset();
     replace(nullptr);
-    InputConfig c = config;
-    c.first_epoch = at.epoch;
-    c.start = at.position;
-    replace(std::make_shared<Run>(dataset, c));
+    replace(std::make_shared<Run>(dataset, run_config(at)));
     stream_at = at;
   }
 
@@ -318,8 +334,8 @@ struct Loader::Impl {
   }
 };
 
-Loader::Loader(nodes::DatasetPtr dataset, InputConfig config)
-    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(config))) {}
+Loader::Loader(nodes::DatasetPtr dataset, InputConfig config, std::uint32_t epochs)
+    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(config), epochs)) {}
 
 Loader::~Loader() = default;
 

@@ -9,7 +9,8 @@
 //   }
 //
 // The pipeline runs on a thread of its own, over the epochs one after another (the next epoch's
-// batches are prepared while the caller finishes the last one), and hands its batches to a queue
+// batches are prepared while the caller finishes the last one; a loader told the run's epochs
+// stops at the last one's end), and hands its batches to a queue
 // the caller takes from. Memory stays bounded: the batches are slots of the input's pool, so a
 // caller that keeps batches makes the pipeline wait for a free slot, never allocate one.
 #pragma once
@@ -61,9 +62,13 @@ struct LoaderStats {
 class Loader {
  public:
   /// `config.epochs` is not used: the loader goes on from epoch to epoch as the caller asks
-  /// (begin()). config.first_epoch and config.start give the first epoch's position. Throws
-  /// std::invalid_argument for a bad config (as make_input).
-  Loader(nodes::DatasetPtr dataset, InputConfig config);
+  /// (begin()). config.first_epoch and config.start give the first epoch's position. `epochs`,
+  /// when not 0, is where the run ends: it reads epochs 0 .. epochs - 1, and the pipeline stops
+  /// at the last one's end instead of preparing the next epoch's first batches (up to the pool's
+  /// batches and max_in_flight items of decoding that no one would take); begin() in a later
+  /// epoch throws std::out_of_range. Throws std::invalid_argument for a bad config (as
+  /// make_input) or a first epoch at or past `epochs`.
+  Loader(nodes::DatasetPtr dataset, InputConfig config, std::uint32_t epochs = 0);
   /// Cancels the pipeline and waits for its threads. Batches the caller still holds stay valid.
   ~Loader();
   Loader(const Loader&) = delete;
