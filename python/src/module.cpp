@@ -2,17 +2,14 @@
 // both share settings.cpp and batch_fields.cpp). The stoke package (python/stoke/)
 // wraps it in stoke.Loader, which turns the DLPack capsules made here into torch tensors.
 #include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
 #include <chrono>
 #include <optional>
 #include <stdexcept>
-#include <stoke/train/input.hpp>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
 #include <string>
-#include <vector>
 
 #include "batch_fields.hpp"
 #include "dlpack_export.hpp"
@@ -82,35 +79,6 @@ class NativeLoader {
   train::Loader loader_;
 };
 
-// The C++ pipeline's own batches (add_input to a sink, no Loader), for the tests: each batch's
-// pixels as bytes, labels and indices.
-py::list reference_batches(const Settings& s, std::uint32_t epoch, std::uint32_t epochs) {
-  train::InputConfig config = input_config(s);
-  config.first_epoch = epoch;
-  config.epochs = epochs;
-  const nodes::DatasetPtr dataset = open_dataset(s);
-  train::Input input = train::make_input(dataset, config);
-  graph::Pipeline pipe(input.pipeline_options);
-  struct Kept {
-    std::string pixels;
-    std::vector<std::int32_t> labels;
-    std::vector<std::uint64_t> indices;
-  };
-  std::vector<Kept> kept;
-  train::add_input(pipe, input, config).sink("keep", [&](nodes::Batch b) {
-    kept.push_back({std::string(reinterpret_cast<const char*>(b.data().data()), b.data().size()),
-                    {b.labels().begin(), b.labels().end()},
-                    {b.indices().begin(), b.indices().end()}});
-  });
-  {
-    py::gil_scoped_release no_gil;
-    pipe.run();
-  }
-  py::list out;
-  for (const Kept& k : kept) out.append(py::make_tuple(py::bytes(k.pixels), k.labels, k.indices));
-  return out;
-}
-
 }  // namespace
 
 }  // namespace stoke::python
@@ -138,11 +106,4 @@ PYBIND11_MODULE(_native, m) {
                       std::size_t position) { l.loader().seek({epoch, position}); })
       .def("stats_json", [](NativeLoader& l) { return train::to_json(l.loader().stats(), l.loader().position()).dump(); })
       .def("write_report", [](NativeLoader& l, const std::filesystem::path& path) { l.loader().write_report(path); });
-
-  m.def("reference_batches",
-        [](const std::string& settings_json, std::uint32_t epoch, std::uint32_t epochs) {
-          return python::reference_batches(python::settings_from_json(settings_json), epoch, epochs);
-        },
-        py::arg("settings_json"), py::arg("epoch") = 0,
-        py::arg("epochs") = 1, "The C++ pipeline's batches without the Loader (for tests): (pixels, labels, indices)");
 }

@@ -16,12 +16,6 @@ import torch
 
 import stoke
 
-try:  # the pybind11 extension, whose reference_batches runs the C++ pipeline without the Loader
-    from stoke import _native
-except ImportError:  # a Python it was not built for (the C ABI serves the Loader there)
-    _native = None
-needs_reference = pytest.mark.skipif(_native is None, reason="needs the pybind11 extension's reference_batches")
-
 TRANSFORMS = ["random_resized_crop size=16", "random_horizontal_flip", "normalize"]
 
 
@@ -36,13 +30,22 @@ def epoch(loader):
     return [(b.images.numpy().tobytes(), b.labels.tolist(), b["indices"].tolist()) for b in loader]
 
 
-@needs_reference
+def reference_batches(loader, first_epoch, epochs):
+    """The C++ pipeline's own batches for the loader's settings, without a Loader (the test tool
+    stoke_reference_batches, which ctest names in STOKE_REFERENCE): (pixels, labels, indices)."""
+    tool = os.environ.get("STOKE_REFERENCE")
+    if not tool:
+        pytest.skip("needs the test tool stoke_reference_batches (STOKE_REFERENCE; ctest sets it)")
+    out = subprocess.run([tool, json.dumps(loader._settings), str(first_epoch), str(epochs)], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    return [(bytes.fromhex(b["pixels"]), b["labels"], b["indices"]) for b in map(json.loads, out.splitlines())]
+
+
 def test_tensors_equal_the_cpp_pipelines_batches_epoch_after_epoch(shapes):
     loader = make(shapes)
     assert len(loader) == 6  # 24 images in batches of 4
     got = epoch(loader) + epoch(loader)
-    expected = [(pixels, labels, indices) for pixels, labels, indices in
-                _native.reference_batches(json.dumps(loader._settings), epoch=0, epochs=2)]
+    expected = reference_batches(loader, first_epoch=0, epochs=2)
     assert len(got) == 12
     assert got == expected
     assert got[0][2] != got[6][2]  # each epoch its own order
@@ -103,12 +106,10 @@ def test_state_dict_resumes_mid_epoch_with_the_same_batches(shapes):
         make(shapes, seed=8).load_state_dict(state)
 
 
-@needs_reference
 def test_set_epoch_picks_the_epoch(shapes):
     loader = make(shapes)
     loader.set_epoch(4)
-    expected = [(p, l, i) for p, l, i in _native.reference_batches(json.dumps(loader._settings), epoch=4, epochs=1)]
-    assert epoch(loader) == expected
+    assert epoch(loader) == reference_batches(loader, first_epoch=4, epochs=1)
 
 
 def sourced(loader):
