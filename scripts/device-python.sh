@@ -51,7 +51,7 @@ fi
 
 if [[ $skip != *" tests "* ]]; then
   log "== the module's tests (C ABI binding; the CUDA ones run here)"
-  STOKE_CLI=$PWD/bundle/bin/stoke step 180 "$python" -m pytest -q -p no:cacheprovider -rs python/tests ${TESTS_K:+-k "$TESTS_K"} \
+  STOKE_CLI=$PWD/bundle/bin/stoke STOKE_REFERENCE=$PWD/bundle/libexec/stoke/stoke_reference_batches step 180 "$python" -m pytest -q -p no:cacheprovider -rs python/tests ${TESTS_K:+-k "$TESTS_K"} \
     --junitxml="$out/python-tests.xml" 2>&1 | tail -15
 fi
 

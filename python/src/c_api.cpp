@@ -187,6 +187,10 @@ int stoke_batch_tensor(stoke_batch* b, int field, DLManagedTensor** out) {
   });
 }
 
+void stoke_tensor_free(DLManagedTensor* tensor) {
+  if (tensor != nullptr) tensor->deleter(tensor);
+}
+
 void stoke_batch_free(stoke_batch* b) { delete b; }
 
 void stoke_set_capsule_api(void* is_valid, void* get_pointer) {

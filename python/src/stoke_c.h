@@ -52,6 +52,8 @@ STOKE_C_API int stoke_loader_write_report(stoke_loader* loader, const char* path
  * its deleter runs. stoke_batch_free drops the handle's own reference. */
 STOKE_C_API int stoke_batch_describe(stoke_batch* batch, char** json);
 STOKE_C_API int stoke_batch_tensor(stoke_batch* batch, int field, DLManagedTensor** out);
+/* Deletes a tensor from stoke_batch_tensor that no capsule took (PyCapsule_New failed). */
+STOKE_C_API void stoke_tensor_free(DLManagedTensor* tensor);
 STOKE_C_API void stoke_batch_free(stoke_batch* batch);
 
 /* The capsule destructor for the capsules ctypes makes: deletes a tensor nobody consumed. Needs

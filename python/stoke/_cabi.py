@@ -56,6 +56,7 @@ def _load():
         "stoke_loader_write_report": (c_int, [c_void_p, c_char_p]),
         "stoke_batch_describe": (c_int, [c_void_p, p(c_void_p)]),
         "stoke_batch_tensor": (c_int, [c_void_p, c_int, p(c_void_p)]),
+        "stoke_tensor_free": (None, [c_void_p]),
         "stoke_batch_free": (None, [c_void_p]),
         "stoke_set_capsule_api": (None, [c_void_p, c_void_p]),
     }
@@ -136,7 +137,11 @@ class NativeLoader:
             for k, name in enumerate(out.pop("fields")):
                 tensor = ctypes.c_void_p()
                 _check(_lib.stoke_batch_tensor(batch, k, ctypes.byref(tensor)))
-                out[name] = _new_capsule(tensor, _DLTENSOR, _destructor)
+                try:
+                    out[name] = _new_capsule(tensor, _DLTENSOR, _destructor)
+                except BaseException:  # (MemoryError) no capsule owns the tensor: it would hold its slot
+                    _lib.stoke_tensor_free(tensor)
+                    raise
             return out
         finally:
             _lib.stoke_batch_free(batch)

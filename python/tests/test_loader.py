@@ -285,6 +285,37 @@ def test_the_binding_is_the_one_asked_for():
         assert stoke.binding.__name__ == {"pybind11": "stoke._native", "ctypes": "stoke._cabi"}[wanted]
 
 
+@pytest.mark.skipif(stoke.binding.__name__ != "stoke._cabi", reason="the C ABI's capsules, made by ctypes")
+def test_a_tensor_no_capsule_took_gives_its_slot_back(shapes):
+    # In a child, which leaves with os._exit: a loader whose slots leaked would wait for them when freed.
+    child = run_python(f"""
+        import ctypes, os, stoke
+        from stoke import _cabi
+        loader = stoke.Loader({str(shapes)!r}, batch_size=4, size=16, prefetch=1,  # 3 slots
+                              transforms=["random_resized_crop size=16"])
+        loader._native.begin()
+        made = _cabi._new_capsule
+
+        def no_memory(*args):
+            raise MemoryError("no capsule")
+
+        _cabi._new_capsule = no_memory
+        for _ in range(3):  # as many batches as slots: a fourth comes only if they went back
+            try:
+                loader._native.next()
+                os._exit(3)
+            except MemoryError:
+                pass
+        _cabi._new_capsule = made
+        batch = ctypes.c_void_p()  # one wait of at most 10 s (the binding's next() waits on and on)
+        print("status", _cabi._lib.stoke_loader_next(loader._native._handle, 10_000, ctypes.byref(batch)), flush=True)
+        os._exit(0)
+    """)
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode == 0, out
+    assert "status 1" in out, "no batch (1) within 10 s: the loader waited for a slot a failed capsule kept"
+
+
 def test_the_binding_names_a_setting_it_does_not_know_or_of_the_wrong_type(shapes):
     with pytest.raises(ValueError, match="no setting 'bogus'"):
         stoke.binding.NativeLoader(json.dumps({"data": str(shapes), "bogus": 1}))
