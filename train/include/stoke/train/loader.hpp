@@ -10,9 +10,9 @@
 //
 // The pipeline runs on a thread of its own, over the epochs one after another (the next epoch's
 // batches are prepared while the caller finishes the last one; a loader told the run's epochs
-// stops at the last one's end), and hands its batches to a queue
-// the caller takes from. Memory stays bounded: the batches are slots of the input's pool, so a
-// caller that keeps batches makes the pipeline wait for a free slot, never allocate one.
+// stops at the last one's end), and hands its batches to a queue the caller takes from. Memory
+// stays bounded: the batches are slots of the input's pool, so a caller that keeps batches makes
+// the pipeline wait for a free slot, never allocate one.
 #pragma once
 
 #include <chrono>
