@@ -9,7 +9,7 @@
 #
 # Logs and JSON lines go to $OUT (default out/device-python). Environment: PYTHON (default python3),
 # WORKERS (DataLoader num_workers settings, default 4,8,16), REPEAT (rounds, default 3), SKIP
-# (space-separated steps to skip: tests loader ceiling t48 t224), T224_WORKERS (default: the last of
+# (space-separated steps to skip: tests loader ceiling profile t48 t224), T224_WORKERS (default: the last of
 # WORKERS), T224_REPEAT (default 1), T224_EPOCHS (default 3), STOKE_COMMIT (the commit to print),
 # TESTS_K (a pytest -k expression: only those tests, e.g. "cuda").
 set -uo pipefail
@@ -87,6 +87,12 @@ for size in (48, 224):
     begin = time.perf_counter(); steps(100); seconds = time.perf_counter() - begin
     print(f"model alone at {size} px: {100 * 64 / seconds:.0f} images/s ({seconds * 10:.2f} ms a step of 64)")
 PY
+fi
+
+if [[ $skip != *" profile "* ]]; then
+  log "== where a step's host time goes: train.py --profile 20 on CUDA at 48 px (tables here, traces in $out)"
+  step 180 "$python" examples/pytorch/train.py --data "$corpus" --device cuda --loader both --epochs 2 \
+    --workers "${workers##*,}" --torch-threads 1 --profile 20 --profile-dir "$out" 2>&1 | tee "$out/profile.log"
 fi
 
 if [[ $skip != *" t48 "* ]]; then

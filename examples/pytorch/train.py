@@ -34,6 +34,9 @@ whenever they can run.
 --device cuda trains on the GPU: stoke.Loader(device="cuda") yields the batches there (copied from
 pinned slots on a stream of its own, ordered on torch's by an event), DataLoader gets
 pin_memory=True and the loop copies its batches with .to(device, non_blocking=True).
+
+--profile N records N steps of each run with torch.profiler (the loop's waits for its loader marked
+"next batch"): a table of the operators by their own time, and a Chrome trace in --profile-dir.
 """
 
 import argparse
@@ -119,6 +122,42 @@ def make_loader(args, kind, folder, training, workers):
     return torch_loader(args, folder, training, workers)
 
 
+def labelled(iterable, name):
+    """Each item of `iterable`, fetched inside torch.profiler.record_function(name): a profile then
+    shows the loop's waits for its loader beside the step's operators."""
+    items = iter(iterable)
+    while True:
+        with torch.profiler.record_function(name):
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
+
+
+def profiler_for(args, kind, workers, threads):
+    """--profile: a started torch.profiler that records --profile steps after 10 of warm-up (the
+    loop calls its step() after each), then prints the operators by their own time and writes a
+    Chrome trace; None without --profile."""
+    if not args.profile:
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device != "cpu" else [])
+    name = f"profile-{kind}" + (f"-w{workers}-t{threads}" if kind == "torch" else "")
+    trace = os.path.join(args.profile_dir, name + ".json")
+
+    def report(prof):
+        sort = "self_cuda_time_total" if args.device != "cpu" else "self_cpu_time_total"
+        print(f"== {name}: {args.profile} steps, by {sort} (trace: {trace})\n"
+              f"{prof.key_averages().table(sort_by=sort, row_limit=30)}", file=sys.stderr, flush=True)
+        prof.export_chrome_trace(trace)
+
+    profiler = profile(activities=activities, schedule=schedule(wait=8, warmup=2, active=args.profile, repeat=1),
+                       on_trace_ready=report)
+    profiler.start()
+    return profiler
+
+
 def run(args, kind, workers, threads, initial_state, classes):
     """One training run; returns its figures."""
     torch.set_num_threads(threads)
@@ -136,12 +175,13 @@ def run(args, kind, workers, threads, initial_state, classes):
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4, nesterov=True)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
     images, loss_sum = 0, 0.0
+    profiler = profiler_for(args, kind, workers, threads)
     for epoch in range(args.epochs):
         if kind == "stoke":
             train.set_epoch(epoch)
         model.train()
         loss_sum, seen = torch.zeros((), device=device), 0  # summed on the device: no sync per step
-        for batch_images, labels in train:
+        for batch_images, labels in (labelled(train, "next batch") if args.profile else train):
             # stoke.Loader(device=...) yields tensors already there (a no-op); DataLoader's are copied.
             batch_images = batch_images.to(device, non_blocking=True)
             labels = labels.to(device, non_blocking=True)
@@ -153,6 +193,8 @@ def run(args, kind, workers, threads, initial_state, classes):
             schedule.step()
             loss_sum += loss.detach() * labels.shape[0]
             seen += labels.shape[0]
+            if profiler:
+                profiler.step()
         loss_sum = float(loss_sum)
         images += seen
         if args.verbose:
@@ -161,6 +203,8 @@ def run(args, kind, workers, threads, initial_state, classes):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - begin
+    if profiler:
+        profiler.stop()
 
     model.eval()
     val = make_loader(args, kind, val_dir, False, workers)
@@ -261,6 +305,11 @@ def main():
                         help="rounds of runs; each configuration's figure is its median (default 1)")
     parser.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--verbose", action="store_true", help="a line per epoch on stderr")
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="profile STEPS training steps of each run (after 10) with torch.profiler, its loader's "
+                             "waits marked 'next batch': a table of the operators by their own time on stderr and a "
+                             "Chrome trace in --profile-dir (the runs' figures then include the profiler's cost)")
+    parser.add_argument("--profile-dir", default=".", help="where --profile writes profile-<loader>.json (default .)")
     parser.add_argument("--costs", action="store_true",
                         help="first measure the CPU time per image of the step and of each loader's loading")
     args = parser.parse_args()
@@ -300,7 +349,7 @@ def one_run(args, kind, workers, threads):
     command = [sys.executable, os.path.abspath(__file__), "--one-run", "--data", args.data, "--loader", kind,
                "--workers", str(workers), "--torch-threads", str(threads), "--stoke-threads", str(threads)]
     for name in ("epochs", "batch", "size", "resize", "memory_format", "lr", "device", "seed", "stoke_cpu_budget",
-                 "stoke_nice"):
+                 "stoke_nice", "profile", "profile_dir"):
         if getattr(args, name) is not None:
             command += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if args.verbose:
