@@ -23,17 +23,7 @@ skip=" ${SKIP:-} "
 workers=${WORKERS:-4,8,16}
 repeat=${REPEAT:-3}
 export PYTHONPATH=$PWD/bundle/python STOKE_BINDING=ctypes PYTHONUNBUFFERED=1
-failed=0
-
-log() { echo "[$(date +%T)] $*"; }
-step() {  # step LIMIT_S COMMAND...: runs it with a time limit, says how it ended
-  local limit=$1; shift
-  log "\$ $*"
-  timeout --signal=INT --kill-after=5 "$limit" "$@"
-  local rc=$?
-  if [[ $rc -ne 0 ]]; then log "exit $rc$([[ $rc -eq 124 || $rc -eq 130 ]] && echo " (limit ${limit}s)")"; failed=1; fi
-  return $rc
-}
+source scripts/lib/device-steps.sh  # log, step, failed_steps
 
 log "device-python: commit ${STOKE_COMMIT:-?}, $(nproc) cores"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -107,5 +97,6 @@ if [[ $skip != *" t224 "* ]]; then
     --size 224 --resize 256 --workers "${T224_WORKERS:-${workers##*,}}" --torch-threads 1 --repeat "${T224_REPEAT:-1}" \
     2>&1 | tee "$out/train224.log"
 fi
-log "device-python: done (failed=$failed)"
-exit $failed
+failures=$(failed_steps)
+log "device-python: done ($failures steps failed)"
+[[ $failures -eq 0 ]]

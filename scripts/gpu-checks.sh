@@ -31,16 +31,7 @@ skip=" ${SKIP:-} "
 results=$out/results.jsonl
 : > "$results"
 
-log() { echo "[$(date +%T)] $*"; }
-# step LIMIT_S COMMAND...: runs it with a time limit, says how it ended.
-step() {
-  local limit=$1; shift
-  log "\$ $*"
-  timeout --signal=INT --kill-after=5 "$limit" "$@"
-  local rc=$?
-  [[ $rc -ne 0 ]] && log "exit $rc$([[ $rc -eq 124 || $rc -eq 130 ]] && echo " (limit ${limit}s)")"
-  return $rc
-}
+source scripts/lib/device-steps.sh  # log, step, failed_steps
 # The device memory in use, polled every 100 ms until stopped; peak_memory prints its largest.
 memory_watch() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$work/memory.csv" 2>/dev/null & watch_pid=$!; }
 peak_memory() { kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null; sort -n "$work/memory.csv" | tail -1; }
@@ -128,3 +119,6 @@ main() {
 }
 
 main 2>&1 | tee "$out/checks.log"
+failures=$(failed_steps)
+log "gpu-checks: $failures steps failed" | tee -a "$out/checks.log"
+[[ $failures -eq 0 ]]
