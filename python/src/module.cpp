@@ -47,14 +47,7 @@ class NativeLoader {
   explicit NativeLoader(const Settings& s) : loader_(open_dataset(s), input_config(s), s.epochs) {}
 
   std::size_t size() const { return loader_.size(); }
-  // An epoch past the run's end: ValueError, as from the C ABI (pybind11 would make it IndexError).
-  void begin() {
-    try {
-      loader_.begin();
-    } catch (const std::out_of_range& e) {
-      throw py::value_error(e.what());
-    }
-  }
+  void begin() { loader_.begin(); }
 
   // The next batch, or None at the epoch's end. Waits without the GIL, looking at signals every
   // 100 ms, so that Ctrl-C (KeyboardInterrupt) interrupts a wait promptly.
@@ -87,6 +80,16 @@ PYBIND11_MODULE(_native, m) {
   using namespace stoke;
   using python::NativeLoader;
   m.doc() = "stoke's C++ input pipeline (stoke::train::Loader); use it through stoke.Loader";
+  // Every std::out_of_range (an epoch past the run's end, a position past the epoch's) is a
+  // ValueError, as from the C ABI, whose status map gives ValueError for each std::logic_error;
+  // pybind11's own translation would make it IndexError.
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const std::out_of_range& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
 
   py::class_<NativeLoader>(m, "NativeLoader")
       .def(py::init([](const std::string& settings_json) { return new NativeLoader(python::settings_from_json(settings_json)); }),

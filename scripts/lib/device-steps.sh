@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # log and step, for the scripts that run on a GPU machine under a short lease (gpu-checks.sh,
 # device-python.sh): every step has its own time limit, so a slow one costs its limit, not the lease.
-# Sourced. Failures are counted in a file, not a variable: a step piped into tee runs in a subshell.
+# Sourced. Failures are counted in a file, not a variable (a step piped into tee runs in a subshell);
+# an EXIT trap set here removes it, so a script that sources this sets no EXIT trap of its own.
 
 log() { echo "[$(date +%T)] $*"; }
 
