@@ -43,3 +43,46 @@ def test_train_profiles_steps_with_the_loaders_waits_marked(shapes, tmp_path):
     trace = json.loads((tmp_path / "profile-stoke.json").read_text())
     events = trace["traceEvents"] if isinstance(trace, dict) else trace  # (torch 1.13 on a CPU: a bare list)
     assert any(event.get("name") == "next batch" for event in events)
+
+
+MALLOC_PROBE = r"""
+import ctypes, ctypes.util, json, sys
+sys.path.insert(0, sys.argv[1])
+import train
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallinfo2.restype = MallInfo2
+took = train.keep_freed_memory() if sys.argv[2] == "keep" else None
+size = 24 << 20  # an activation-sized block, above glibc's default thresholds and below the kept ones
+before = libc.mallinfo2()
+block = libc.malloc(size)
+ctypes.memset(block, 1, size)
+held = libc.mallinfo2()
+libc.free(block)
+after = libc.mallinfo2()
+print(json.dumps({"took": took, "mapped": held.hblkhd - before.hblkhd, "free_in_heap": after.fordblks}))
+"""
+
+
+def malloc_probe(mode):
+    done = subprocess.run([sys.executable, "-c", MALLOC_PROBE, str(EXAMPLES), mode], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stdout
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_train_keeps_the_memory_torch_frees_in_the_heap():
+    # glibc's defaults: the block is mapped on its own and given back to the kernel when freed.
+    default = malloc_probe("default")
+    assert default["mapped"] >= 24 << 20
+    # --malloc keep (train.py's default): it comes from the heap and stays there, free, for the next step.
+    keep = malloc_probe("keep")
+    assert keep["took"] is True
+    assert keep["mapped"] == 0 and keep["free_in_heap"] >= 24 << 20
