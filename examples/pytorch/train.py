@@ -238,8 +238,8 @@ def run(args, kind, workers, threads, initial_state, classes):
             batch_images, labels = batch_images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             correct += int((model(batch_images.contiguous(memory_format=memory_format)).argmax(1) == labels).sum())
             total += labels.shape[0]
-    result = {"loader": kind, "device": args.device, "workers": workers if kind == "torch" else None, "torch_threads": threads,
-              "epochs": args.epochs, "images": images, "seconds": round(seconds, 2),
+    result = {"loader": kind, "device": args.device, "workers": workers if kind == "torch" else None,
+              "torch_threads": threads, "epochs": args.epochs, "images": images, "seconds": round(seconds, 2),
               "images_per_sec": round(images / seconds, 1), "train_loss": round(loss_sum / max(1, seen), 4),
               "val_accuracy": round(correct / max(1, total), 4)}
     if kind == "stoke":
@@ -378,8 +378,8 @@ def one_run(args, kind, workers, threads):
     """One training run in a process of its own: no thread, pool or worker of an earlier run is there."""
     command = [sys.executable, os.path.abspath(__file__), "--one-run", "--data", args.data, "--loader", kind,
                "--workers", str(workers), "--torch-threads", str(threads), "--stoke-threads", str(threads)]
-    for name in ("epochs", "batch", "size", "resize", "memory_format", "lr", "malloc", "device", "seed", "stoke_cpu_budget",
-                 "stoke_nice", "profile", "profile_dir"):
+    for name in ("epochs", "batch", "size", "resize", "memory_format", "lr", "malloc", "device", "seed",
+                 "stoke_cpu_budget", "stoke_nice", "profile", "profile_dir"):
         if getattr(args, name) is not None:
             command += ["--" + name.replace("_", "-"), str(getattr(args, name))]
     if args.verbose:
