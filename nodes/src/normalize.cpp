@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "stoke/nodes/recycling_allocator.hpp"
+
 namespace stoke::nodes {
 
 namespace {
@@ -116,7 +118,9 @@ void Normalize::apply_impl(Image& image, ItemRng& /*rng*/) const {
   const int rows = src.rows;
   const int cols = src.cols;
   const int channels = src.channels();
-  cv::Mat out(channels * rows, cols, CV_32FC1);
+  cv::Mat out;
+  out.allocator = &image_allocator();  // a block a batched image gave back, not one faulted in afresh
+  out.create(channels * rows, cols, CV_32FC1);
   switch (src.depth()) {
     case CV_8U: {
       const auto table = [&](int c) { return tables_[tables_.size() == 1 ? 0 : static_cast<std::size_t>(c)].data(); };

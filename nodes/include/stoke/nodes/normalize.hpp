@@ -26,8 +26,9 @@ namespace stoke::nodes {
 /// For uint8 input the values are looked up in a 256-entry table per channel computed by the same
 /// expression: exact, and bit-identical to torchvision's ToTensor() + Normalize(mean, std) in
 /// float32 for RGB; the same expression (IEEE division) is what gpu::convert computes, on the host
-/// and on a GPU, so the step can move to the device without changing a bit. Writes a new matrix;
-/// the input buffer is never written. Immutable and thread-safe; takes HWC images.
+/// and on a GPU, so the step can move to the device without changing a bit. Writes a new matrix
+/// (from image_allocator(): a block an earlier output gave back, when one is kept); the input buffer
+/// is never written. Immutable and thread-safe; takes HWC images.
 class Normalize final : public Transform {
  public:
   static constexpr std::array<float, 3> imagenet_mean{0.485f, 0.456f, 0.406f};
