@@ -1,12 +1,11 @@
-// RecyclingAllocator: a freed block serves the next matrix of its size, within the byte limit;
-// Normalize's planes come from image_allocator().
+// RecyclingAllocator: a released matrix's block serves the next large matrix of its size; small
+// matrices are OpenCV's own; Normalize's planes come from image_allocator().
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <opencv2/core.hpp>
 #include <stoke/nodes/normalize.hpp>
 #include <stoke/nodes/recycling_allocator.hpp>
-#include <utility>
 
 namespace stoke::nodes {
 namespace {
@@ -20,27 +19,18 @@ cv::Mat made_by(const RecyclingAllocator& allocator, int rows, int cols) {
   return m;
 }
 
-TEST(RecyclingAllocator, AReleasedBlockServesTheNextMatrixOfItsSize) {
+TEST(RecyclingAllocator, AReleasedMatrixsBlockServesTheNextOfItsSize) {
   const RecyclingAllocator allocator(1 << 20, kMin);
   cv::Mat first = made_by(allocator, 64, 64);  // 16 KiB
   const uchar* data = first.data;
-  first.at<float>(3, 5) = 7.0f;
   first.release();
-  EXPECT_EQ(allocator.cached_bytes(), 64u * 64u * 4u);
+  EXPECT_EQ(allocator.cache().cached_bytes(), 64u * 64u * 4u);
   const cv::Mat second = made_by(allocator, 64, 64);
   EXPECT_EQ(second.data, data);
-  EXPECT_EQ(allocator.reused(), 1u);
-  EXPECT_EQ(allocator.cached_bytes(), 0u);
+  EXPECT_EQ(allocator.cache().reused(), 1u);
   EXPECT_TRUE(second.isContinuous());
   EXPECT_EQ(second.step[0], 64u * 4u);
-}
-
-TEST(RecyclingAllocator, AnotherSizeGetsABlockOfItsOwn) {
-  const RecyclingAllocator allocator(1 << 20, kMin);
-  made_by(allocator, 64, 64).release();
-  const cv::Mat other = made_by(allocator, 32, 64);
-  EXPECT_EQ(allocator.reused(), 0u);
-  EXPECT_EQ(allocator.cached_bytes(), 64u * 64u * 4u);
+  EXPECT_EQ(second.step[1], 4u);
 }
 
 TEST(RecyclingAllocator, ABlockStaysInUseUntilItsLastMatrixIsReleased) {
@@ -48,35 +38,19 @@ TEST(RecyclingAllocator, ABlockStaysInUseUntilItsLastMatrixIsReleased) {
   cv::Mat first = made_by(allocator, 64, 64);
   cv::Mat view = first;  // NOLINT(performance-unnecessary-copy-initialization): a second reference
   first.release();
-  EXPECT_EQ(allocator.cached_bytes(), 0u);
+  EXPECT_EQ(allocator.cache().cached_bytes(), 0u);
   const cv::Mat other = made_by(allocator, 64, 64);
   EXPECT_NE(other.data, view.data);
   view.release();
-  EXPECT_EQ(allocator.cached_bytes(), 64u * 64u * 4u);
+  EXPECT_EQ(allocator.cache().cached_bytes(), 64u * 64u * 4u);
 }
 
-TEST(RecyclingAllocator, KeepsNoMoreThanItsLimitAndNothingBelowItsSmallestBlock) {
-  const std::size_t block = 64 * 64 * 4;
-  const RecyclingAllocator allocator(block + block / 2, kMin);
-  cv::Mat a = made_by(allocator, 64, 64);
-  cv::Mat b = made_by(allocator, 64, 64);
-  a.release();
-  b.release();  // no room for a second block: freed
-  EXPECT_EQ(allocator.cached_bytes(), block);
-  made_by(allocator, 8, 8).release();  // 256 bytes: below the smallest kept block
-  EXPECT_EQ(allocator.cached_bytes(), block);
-}
-
-TEST(RecyclingAllocator, TrimFreesWhatItKept) {
+TEST(RecyclingAllocator, SmallMatricesAreOpenCVsOwn) {
   const RecyclingAllocator allocator(1 << 20, kMin);
-  made_by(allocator, 64, 64).release();
-  made_by(allocator, 32, 64).release();
-  EXPECT_EQ(allocator.cached_bytes(), 3u * 32u * 64u * 4u);
-  allocator.trim();
-  EXPECT_EQ(allocator.cached_bytes(), 0u);
-  made_by(allocator, 64, 64).release();  // and keeps again
-  EXPECT_EQ(allocator.cached_bytes(), 64u * 64u * 4u);
-  EXPECT_EQ(allocator.reused(), 0u);
+  cv::Mat small = made_by(allocator, 8, 8);  // 256 bytes: below the smallest kept block
+  small.at<float>(7, 7) = 1.0f;
+  small.release();
+  EXPECT_EQ(allocator.cache().cached_bytes(), 0u);
 }
 
 TEST(RecyclingAllocator, NormalizesPlanesReuseTheBlockABatchedImageGaveBack) {
@@ -87,12 +61,12 @@ TEST(RecyclingAllocator, NormalizesPlanesReuseTheBlockABatchedImageGaveBack) {
   normalize(first, rng);
   const uchar* data = first.pixels.data;
   const float expected = first.pixels.at<float>(224 + 100, 100);  // green at (100, 100)
-  const std::size_t reused = image_allocator().reused();
+  const std::size_t reused = image_allocator().cache().reused();
   first = Image{};  // batched and released
   Image second{.pixels = pixels, .name = {}};
   normalize(second, rng);
   EXPECT_EQ(second.pixels.data, data);
-  EXPECT_EQ(image_allocator().reused(), reused + 1);
+  EXPECT_EQ(image_allocator().cache().reused(), reused + 1);
   EXPECT_EQ(second.pixels.at<float>(224 + 100, 100), expected);
 }
 

@@ -4,76 +4,26 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <map>
-#include <mutex>
-#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "../pool_bins.hpp"
 #include "stoke/nn/blas.hpp"
 
 namespace stoke::nn {
 
-struct HostPool::State {
-  std::mutex mutex;
-  bool open = true;
-  std::size_t cached = 0;
-  std::map<std::size_t, std::vector<void*>> free;  // by bin size
-};
+HostPool::HostPool() : cache_(std::make_shared<graph::BlockCache>(kMaxCachedBytes)) {}
 
-HostPool::HostPool() : state_(std::make_shared<State>()) {}
+// Blocks still out keep the cache alive (their deleters hold it); it goes with the last of them.
+HostPool::~HostPool() { cache_->trim(); }
 
-HostPool::~HostPool() {
-  const std::lock_guard lock(state_->mutex);
-  state_->open = false;
-  for (auto& [size, blocks] : state_->free) {
-    for (void* block : blocks) std::free(block);
-  }
-  state_->free.clear();
-  state_->cached = 0;
-}
+std::size_t HostPool::bin_size(std::size_t bytes) noexcept { return graph::BlockCache::bin_size(bytes); }
 
-std::size_t HostPool::bin_size(std::size_t bytes) noexcept { return pool_bin_size(bytes); }
-
-std::size_t HostPool::cached_bytes() const {
-  const std::lock_guard lock(state_->mutex);
-  return state_->cached;
-}
+std::size_t HostPool::cached_bytes() const { return cache_->cached_bytes(); }
 
 std::shared_ptr<void> HostPool::allocate(std::size_t bytes) {
-  const std::size_t size = bin_size(bytes);
-  void* block = nullptr;
-  {
-    const std::lock_guard lock(state_->mutex);
-    auto bin = state_->free.find(size);
-    if (bin != state_->free.end() && !bin->second.empty()) {
-      block = bin->second.back();
-      bin->second.pop_back();
-      state_->cached -= size;
-    }
-  }
-  if (block == nullptr) {
-    block = std::aligned_alloc(64, size);  // size is a multiple of 512, as aligned_alloc wants
-    if (block == nullptr) throw std::bad_alloc();
-  }
-  // The deleter returns the block; it holds the state, so a tensor may outlive the pool.
-  return {block, [state = state_, size](void* returned) {
-            try {
-              const std::lock_guard lock(state->mutex);
-              if (state->open && state->cached + size <= kMaxCachedBytes) {
-                state->free[size].push_back(returned);
-                state->cached += size;
-                return;
-              }
-            } catch (...) {
-              // No memory to grow the bin: free the block instead of caching it.
-            }
-            std::free(returned);
-          }};
+  return {cache_->take(bytes), [cache = cache_, bytes](void* block) { cache->give(block, bytes); }};
 }
 
 CpuBackend::CpuBackend() : pool_(std::make_shared<HostPool>()) {

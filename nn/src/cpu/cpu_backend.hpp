@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 
+#include "stoke/graph/block_cache.hpp"
 #include "stoke/nn/backend.hpp"
 
 namespace stoke::nn {
@@ -94,10 +95,10 @@ class CpuBackend final : public Backend {
 /// Host memory cached by CpuBackend::empty(). A training step allocates the same activations and
 /// gradients step after step; fresh memory of that size comes from mmap, and touching it costs a
 /// page fault per 4 KiB (about a tenth of a small CNN's step on two cores), so freed blocks are
-/// kept and handed out again. Blocks of at least kMinBytes are pooled, binned by size as
-/// DevicePool bins them; a freed block is cached only while the cache stays under kMaxCachedBytes,
-/// so the memory held beyond what tensors use is bounded. Thread-safe; tensors may outlive it
-/// (a block returned after close() is freed).
+/// kept and handed out again (graph::BlockCache). Blocks of at least kMinBytes are pooled, binned
+/// by size as DevicePool bins them; a freed block is cached only while the cache stays under
+/// kMaxCachedBytes, so the memory held beyond what tensors use is bounded. Thread-safe; tensors
+/// may outlive it (the cache goes with the last of them).
 class HostPool {
  public:
   static constexpr std::size_t kMinBytes = std::size_t{64} << 10;
@@ -116,8 +117,7 @@ class HostPool {
   std::size_t cached_bytes() const;
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;
+  std::shared_ptr<graph::BlockCache> cache_;
 };
 
 /// tbb::parallel_for(range, body, partitioner...) with the calling thread isolated: while it

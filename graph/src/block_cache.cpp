@@ -1,0 +1,77 @@
+#include "stoke/graph/block_cache.hpp"
+
+#include <bit>
+#include <cstdlib>
+#include <new>
+#include <utility>
+
+namespace stoke::graph {
+
+BlockCache::BlockCache(std::size_t max_cached_bytes) : max_cached_(max_cached_bytes) {}
+
+BlockCache::~BlockCache() { trim(); }
+
+std::size_t BlockCache::bin_size(std::size_t bytes) noexcept {
+  constexpr std::size_t small = 512;
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  if (bytes < mib) return bytes == 0 ? small : (bytes + small - 1) / small * small;
+  const std::size_t step = std::bit_floor(bytes) / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+void* BlockCache::take(std::size_t bytes) {
+  const std::size_t size = bin_size(bytes);
+  {
+    const std::lock_guard lock(mutex_);
+    const auto bin = free_.find(size);
+    if (bin != free_.end() && !bin->second.empty()) {
+      void* block = bin->second.back();
+      bin->second.pop_back();
+      cached_ -= size;
+      ++reused_;
+      return block;
+    }
+  }
+  void* block = std::aligned_alloc(64, size);  // a multiple of 512, as aligned_alloc wants
+  if (block == nullptr) throw std::bad_alloc();
+  return block;
+}
+
+void BlockCache::give(void* block, std::size_t bytes) noexcept {
+  if (block == nullptr) return;
+  const std::size_t size = bin_size(bytes);
+  try {
+    const std::lock_guard lock(mutex_);
+    if (cached_ + size <= max_cached_) {
+      free_[size].push_back(block);
+      cached_ += size;
+      return;
+    }
+  } catch (...) {
+    // No memory to grow the bin: free the block instead of keeping it.
+  }
+  std::free(block);
+}
+
+void BlockCache::trim() noexcept {
+  std::map<std::size_t, std::vector<void*>> blocks;
+  {
+    const std::lock_guard lock(mutex_);
+    blocks.swap(free_);
+    cached_ = 0;
+  }
+  for (auto& [size, list] : blocks)
+    for (void* block : list) std::free(block);
+}
+
+std::size_t BlockCache::cached_bytes() const {
+  const std::lock_guard lock(mutex_);
+  return cached_;
+}
+
+std::size_t BlockCache::reused() const {
+  const std::lock_guard lock(mutex_);
+  return reused_;
+}
+
+}  // namespace stoke::graph
