@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "dataset_test_support.hpp"
 #include "decode_test_support.hpp"
 #include "stoke/graph/errors.hpp"
 #include "stoke/graph/pipeline.hpp"
@@ -105,11 +106,10 @@ std::vector<Entry> corpus() {
 // The corpus written to a fresh temporary folder, removed afterwards.
 class BadInput : public ::testing::Test {
  protected:
+  // mkdtemp, not a name drawn from a seed: ctest runs each test in its own process, in parallel,
+  // and a name made from gtest's seed and a heap address repeats across processes (ASan's
+  // allocator hands out the same addresses), so one test's TearDown removed another's files.
   void SetUp() override {
-    ItemRng rng(static_cast<std::uint64_t>(::testing::UnitTest::GetInstance()->random_seed()), 0,
-                reinterpret_cast<std::uintptr_t>(this));
-    dir_ = fs::temp_directory_path() / ("stoke_bad_input_" + std::to_string(rng()));
-    fs::create_directories(dir_);
     for (Entry& entry : corpus()) {
       const fs::path path = dir_ / entry.file;
       std::ofstream(path, std::ios::binary)
@@ -117,7 +117,6 @@ class BadInput : public ::testing::Test {
       entries_.push_back({path.string(), std::move(entry.bytes), entry.expect, entry.probe_ok});
     }
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   bool has_imgcodecs() const {
 #ifdef STOKE_TEST_HAVE_IMGCODECS
@@ -140,7 +139,7 @@ class BadInput : public ::testing::Test {
            (entry.expect == Expect::decodes_with_imgcodecs && with_other_formats && has_imgcodecs());
   }
 
-  fs::path dir_;
+  test::TempDir dir_;
   std::vector<Entry> entries_;  // file is the full path
 };
 
