@@ -4,6 +4,7 @@
 // NVML (fake_nvml.cpp, loaded through STOKE_NVML_LIBRARY): samples in the background, the window's
 // statistics, reset(), prompt destruction of a running monitor, nvmlShutdown for every nvmlInit.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -75,7 +76,8 @@ TEST(NvmlMonitor, ALibraryWithoutNvmlsFunctionsIsRefused) {
 
 TEST(NvmlMonitor, ANonLibraryFileIsRefused) {
   const std::filesystem::path file =
-      std::filesystem::temp_directory_path() / "stoke_nvml_monitor_test_not_a_library.so";
+      std::filesystem::temp_directory_path() /
+      ("stoke_nvml_monitor_test_not_a_library_" + std::to_string(::getpid()) + ".so");
   std::ofstream(file) << "not an ELF file\n";
   ScopedEnvironment variable("STOKE_NVML_LIBRARY", file.string());
   const NvmlMonitor monitor(Device::cuda(0));
