@@ -15,6 +15,7 @@
 
 #include "exif.hpp"
 #include "jpeg_decoder.hpp"
+#include "stoke/nodes/recycling_allocator.hpp"
 #include "stoke/nodes/resize.hpp"
 
 namespace stoke::nodes {
@@ -132,7 +133,7 @@ bool transposes(int orientation) { return orientation >= 5; }
 // The stored image -> the upright one (EXIF 2.32, tag 0x0112).
 cv::Mat orient(cv::Mat stored, int orientation) {
   if (orientation <= 1 || orientation > 8) return stored;
-  cv::Mat out;
+  cv::Mat out = recycled_mat();
   switch (orientation) {
     case 2:  // mirrored horizontally
       cv::flip(stored, out, 1);
@@ -146,7 +147,7 @@ cv::Mat orient(cv::Mat stored, int orientation) {
     default:
       break;
   }
-  cv::Mat transposed;
+  cv::Mat transposed = recycled_mat();
   cv::transpose(stored, transposed);
   switch (orientation) {
     case 5:  // transposed
@@ -255,7 +256,8 @@ cv::Mat resample_area(const cv::Mat& src, double x0, double y0, double x1, doubl
   const AreaTaps down = area_taps(y0, y1, out.height, src.rows);
   const int row0 = down.first.front();
   const int row1 = down.first.back() + down.count.back();
-  cv::Mat rows(row1 - row0, out.width, CV_32FC3);  // horizontally resampled input rows
+  cv::Mat rows = recycled_mat();  // horizontally resampled input rows
+  rows.create(row1 - row0, out.width, CV_32FC3);
   for (int y = row0; y < row1; ++y) {
     const auto* in = src.ptr<std::uint8_t>(y);
     auto* to = rows.ptr<float>(y - row0);
@@ -275,7 +277,8 @@ cv::Mat resample_area(const cv::Mat& src, double x0, double y0, double x1, doubl
       to[3 * i + 2] = b;
     }
   }
-  cv::Mat result(out, CV_8UC3);
+  cv::Mat result = recycled_mat();
+  result.create(out, CV_8UC3);
   std::vector<float> sum(static_cast<std::size_t>(out.width) * 3);
   const float* w = down.weights.data();
   for (int v = 0; v < out.height; ++v) {
@@ -333,7 +336,7 @@ cv::Mat resample_exact(const cv::Mat& part, const cv::Rect& part_rect, double f,
   const cv::Matx23d map(f * a(0, 0) * sx, f * a(0, 1) * sy,
                         f * (a(0, 0) * bx + a(0, 1) * by + a(0, 2)) - 0.5 - part_rect.x, f * a(1, 0) * sx,
                         f * a(1, 1) * sy, f * (a(1, 0) * bx + a(1, 1) * by + a(1, 2)) - 0.5 - part_rect.y);
-  cv::Mat out;
+  cv::Mat out = recycled_mat();
   cv::warpAffine(part, out, map, region.out, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP, cv::BORDER_REPLICATE);
   return out;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "stoke/nodes/decode.hpp"
+#include "stoke/nodes/recycling_allocator.hpp"
 
 // jpeglib.h needs FILE and size_t declared first; jerror.h needs jpeglib.h's configuration.
 #include <jpeglib.h>
@@ -271,7 +272,8 @@ cv::Mat JpegReader::read(int m, cv::Rect region) {
   }
   const int rows = first_row + region.height;
 
-  cv::Mat out(rows, static_cast<int>(width), CV_8UC3);
+  cv::Mat out = recycled_mat();
+  out.create(rows, static_cast<int>(width), CV_8UC3);
   std::vector<unsigned char> scratch(cmyk ? std::size_t{width} * 4 * kRowsPerCall : 0);
   if (!read_phase(s, skip, static_cast<JDIMENSION>(rows), out.data, out.step[0],
                   scratch.empty() ? nullptr : scratch.data(), header_.adobe, whole)) {

@@ -118,8 +118,7 @@ void Normalize::apply_impl(Image& image, ItemRng& /*rng*/) const {
   const int rows = src.rows;
   const int cols = src.cols;
   const int channels = src.channels();
-  cv::Mat out;
-  out.allocator = &image_allocator();  // a block a batched image gave back, not one faulted in afresh
+  cv::Mat out = recycled_mat();  // a block a batched image gave back, not one faulted in afresh
   out.create(channels * rows, cols, CV_32FC1);
   switch (src.depth()) {
     case CV_8U: {

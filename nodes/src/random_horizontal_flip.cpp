@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "stoke/nodes/recycling_allocator.hpp"
+
 namespace stoke::nodes {
 
 RandomHorizontalFlip::RandomHorizontalFlip(double p) : p_(p) {
@@ -25,7 +27,7 @@ void RandomHorizontalFlip::apply_impl(Image& image, ItemRng& rng) const {
   // Flipping every row mirrors each plane of a CHW image as well. Out of place: the source
   // buffer may be shared (e.g. with a cache).
   flip_boxes_horizontally(image.boxes, image.width());
-  cv::Mat flipped;
+  cv::Mat flipped = recycled_mat();
   cv::flip(image.pixels, flipped, 1);
   image.pixels = std::move(flipped);
   if (!image.mask.empty()) {

@@ -1,6 +1,21 @@
 #include "stoke/nodes/recycling_allocator.hpp"
 
+#include <algorithm>
+#include <bit>
+
 namespace stoke::nodes {
+
+namespace {
+
+// The block a matrix of `bytes` gets: rounded up to one of eight sizes per power of two, so that
+// matrices of nearby sizes share blocks (a decoded crop's size changes from image to image) at the
+// cost of at most an eighth more memory per block.
+std::size_t block_size(std::size_t bytes) noexcept {
+  const std::size_t step = std::max<std::size_t>(std::bit_floor(bytes) / 8, 1);
+  return (bytes + step - 1) / step * step;
+}
+
+}  // namespace
 
 RecyclingAllocator::RecyclingAllocator(std::size_t max_cached_bytes, std::size_t min_block_bytes)
     : min_block_(min_block_bytes), cache_(max_cached_bytes) {}
@@ -21,8 +36,8 @@ cv::UMatData* RecyclingAllocator::allocate(int dims, const int* sizes, int type,
     }
   }
   auto* u = new cv::UMatData(this);
-  u->data = u->origdata = static_cast<uchar*>(cache_.take(total));
-  u->size = total;
+  u->data = u->origdata = static_cast<uchar*>(cache_.take(block_size(total)));
+  u->size = total;  // what OpenCV knows of; deallocate() gives back block_size(size)
   return u;
 }
 
@@ -33,7 +48,7 @@ bool RecyclingAllocator::allocate(cv::UMatData* data, cv::AccessFlag /*flags*/, 
 void RecyclingAllocator::deallocate(cv::UMatData* u) const {
   if (u == nullptr) return;
   CV_Assert(u->urefcount == 0 && u->refcount == 0);
-  cache_.give(u->origdata, u->size);
+  cache_.give(u->origdata, block_size(u->size));
   delete u;
 }
 
@@ -41,6 +56,12 @@ RecyclingAllocator& image_allocator() {
   // Never destroyed: a matrix it made may be released during static destruction.
   static auto* allocator = new RecyclingAllocator(std::size_t{64} << 20, std::size_t{128} << 10);
   return *allocator;
+}
+
+cv::Mat recycled_mat() {
+  cv::Mat m;
+  m.allocator = &image_allocator();
+  return m;
 }
 
 }  // namespace stoke::nodes

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "stoke/nodes/recycling_allocator.hpp"
+
 namespace stoke::nodes {
 
 std::string_view to_string(Interpolation interpolation) noexcept {
@@ -33,7 +35,11 @@ cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolat
     throw std::invalid_argument("resize_pixels: output size must be positive, got " + std::to_string(out.width) + "x" +
                                 std::to_string(out.height));
   }
-  if (src.size() == out) return src.clone();
+  if (src.size() == out) {
+    cv::Mat copy = recycled_mat();
+    src.copyTo(copy);
+    return copy;
+  }
   const bool shrinking = out.width <= src.cols && out.height <= src.rows;
   int flag = cv::INTER_LINEAR;
   switch (interpolation) {
@@ -48,7 +54,7 @@ cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolat
       break;
   }
   if (src.channels() <= 4) {
-    cv::Mat dst;
+    cv::Mat dst = recycled_mat();
     cv::resize(src, dst, out, 0, 0, flag);
     return dst;
   }
@@ -65,7 +71,7 @@ cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolat
     cv::resize(group, resized, out, 0, 0, flag);
     groups.push_back(std::move(resized));
   }
-  cv::Mat dst;
+  cv::Mat dst = recycled_mat();
   cv::merge(groups, dst);
   return dst;
 }

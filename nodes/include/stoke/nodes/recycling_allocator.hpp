@@ -16,7 +16,9 @@ namespace stoke::nodes {
 /// image: at 224 px, Normalize's float planes (602 KB) cost stoke's loading a fifth more CPU
 /// (docs/benchmarks.md). This allocator serves matrices of at least `min_block_bytes` from a
 /// BlockCache that keeps up to `max_cached_bytes` of freed blocks; smaller matrices, and those
-/// over data the caller gives, are OpenCV's own. Thread-safe.
+/// over data the caller gives, are OpenCV's own. A block is the matrix's size rounded up to one of
+/// eight sizes per power of two, so matrices of nearby sizes (a decoded crop's changes from image
+/// to image) share blocks, each at most an eighth larger than asked. Thread-safe.
 ///
 /// Set it on a matrix before create(): `cv::Mat m; m.allocator = &image_allocator(); m.create(...)`.
 /// A matrix made by it calls it back when its last reference goes, so the allocator must outlive
@@ -38,8 +40,13 @@ class RecyclingAllocator final : public cv::MatAllocator {
   mutable graph::BlockCache cache_;
 };
 
-/// The allocator of the per-image matrices stoke's transforms make (Normalize's planes): blocks
+/// The allocator of the per-image matrices stoke's decoders and transforms make: blocks
 /// of 128 KiB and more, at most 64 MiB kept. One per process, never destroyed.
 RecyclingAllocator& image_allocator();
+
+/// An empty matrix whose storage, when create() or an OpenCV function writing it (cv::resize,
+/// cv::flip, ...) makes it, comes from image_allocator(): how the decoders and transforms make
+/// each image's output.
+cv::Mat recycled_mat();
 
 }  // namespace stoke::nodes
