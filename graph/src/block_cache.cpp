@@ -24,12 +24,15 @@ void* BlockCache::take(std::size_t bytes) {
   {
     const std::lock_guard lock(mutex_);
     const auto bin = free_.find(size);
-    if (bin != free_.end() && !bin->second.empty()) {
-      void* block = bin->second.back();
-      bin->second.pop_back();
-      cached_ -= size;
-      ++reused_;
-      return block;
+    if (bin != free_.end()) {
+      bin->second.used = ++clock_;
+      if (!bin->second.blocks.empty()) {
+        void* block = bin->second.blocks.back();
+        bin->second.blocks.pop_back();
+        cached_ -= size;
+        ++reused_;
+        return block;
+      }
     }
   }
   void* block = std::aligned_alloc(64, size);  // a multiple of 512, as aligned_alloc wants
@@ -42,8 +45,10 @@ void BlockCache::give(void* block, std::size_t bytes) noexcept {
   const std::size_t size = bin_size(bytes);
   try {
     const std::lock_guard lock(mutex_);
-    if (cached_ + size <= max_cached_) {
-      free_[size].push_back(block);
+    if (size <= max_cached_ && make_room(size, size)) {
+      Bin& bin = free_[size];
+      bin.blocks.push_back(block);
+      bin.used = ++clock_;
       cached_ += size;
       return;
     }
@@ -53,15 +58,36 @@ void BlockCache::give(void* block, std::size_t bytes) noexcept {
   std::free(block);
 }
 
+bool BlockCache::make_room(std::size_t bytes, std::size_t keep) noexcept {
+  const auto same = free_.find(keep);
+  const std::size_t kept = same == free_.end() ? 0 : keep * same->second.blocks.size();
+  if (kept + bytes > max_cached_) return false;  // only blocks of its own class in the way
+  while (cached_ + bytes > max_cached_) {
+    auto oldest = free_.end();
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->first != keep && !it->second.blocks.empty() &&
+          (oldest == free_.end() || it->second.used < oldest->second.used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == free_.end()) return false;
+    std::free(oldest->second.blocks.back());
+    oldest->second.blocks.pop_back();
+    cached_ -= oldest->first;
+    if (oldest->second.blocks.empty()) free_.erase(oldest);
+  }
+  return true;
+}
+
 void BlockCache::trim() noexcept {
-  std::map<std::size_t, std::vector<void*>> blocks;
+  std::map<std::size_t, Bin> blocks;
   {
     const std::lock_guard lock(mutex_);
     blocks.swap(free_);
     cached_ = 0;
   }
-  for (auto& [size, list] : blocks)
-    for (void* block : list) std::free(block);
+  for (auto& [size, bin] : blocks)
+    for (void* block : bin.blocks) std::free(block);
 }
 
 std::size_t BlockCache::cached_bytes() const {

@@ -42,6 +42,49 @@ TEST(BlockCache, KeepsNoMoreThanItsLimit) {
   EXPECT_EQ(cache.cached_bytes(), BlockCache::bin_size(10000));
 }
 
+// Sizes a workload stopped using give way to the ones it uses now: a full cache frees blocks of
+// the least recently used other class to keep a new block, never its own class's.
+TEST(BlockCache, AFullCacheMakesRoomByFreeingTheLeastRecentlyUsedClass) {
+  constexpr std::size_t a = 10240;  // three classes, each a multiple of 512
+  constexpr std::size_t b = 20480;
+  constexpr std::size_t c = 5120;
+  for (const bool c_first : {true, false}) {
+    BlockCache cache(a + b);
+    void* ablock = cache.take(a);
+    void* bblock = cache.take(b);
+    void* cblock = cache.take(c);
+    if (c_first) cache.give(cblock, c);
+    cache.give(ablock, a);
+    if (!c_first) cache.give(cblock, c);
+    cache.give(bblock, b);  // a + c + b does not fit: the older of a and c is freed
+    const std::size_t kept = c_first ? a : c;
+    EXPECT_EQ(cache.cached_bytes(), kept + b) << "c given first: " << c_first;
+    EXPECT_EQ(cache.take(b), bblock);
+    EXPECT_EQ(cache.take(kept), c_first ? ablock : cblock);
+    EXPECT_EQ(cache.reused(), 2u);
+    void* fresh = cache.take(c_first ? c : a);  // the freed class: a new block
+    EXPECT_EQ(cache.reused(), 2u);
+    cache.give(fresh, c_first ? c : a);
+    cache.give(bblock, b);
+    cache.give(c_first ? ablock : cblock, kept);
+  }
+
+  // A class's own blocks never make room for another of the class.
+  BlockCache single(2 * a);
+  void* x = single.take(a);
+  void* y = single.take(a);
+  void* z = single.take(a);
+  single.give(x, a);
+  single.give(y, a);
+  single.give(z, a);  // full of its own class: z is freed, x and y stay
+  EXPECT_EQ(single.cached_bytes(), 2 * a);
+  EXPECT_EQ(single.take(a), y);
+  EXPECT_EQ(single.take(a), x);
+  EXPECT_EQ(single.reused(), 2u);
+  single.give(x, a);
+  single.give(y, a);
+}
+
 TEST(BlockCache, TrimFreesWhatItKept) {
   BlockCache cache(1 << 20);
   cache.give(cache.take(4096), 4096);

@@ -13,9 +13,12 @@ namespace stoke::graph {
 /// again soon after it is freed, and touching it costs a page fault (and the kernel's zeroing) per
 /// 4 KiB. Work that allocates blocks of the same sizes over and over -- a training step's
 /// activations, a pipeline's per-image matrices -- therefore keeps freed blocks and hands them out
-/// again. Requests are rounded up to size classes (bin_size()); a returned block is kept while the
-/// cache stays within `max_cached_bytes`, so the memory held beyond what is in use is bounded, and
-/// freed otherwise. Blocks are 64-byte aligned. Thread-safe (one mutex, taken once per call).
+/// again. Requests are rounded up to size classes (bin_size()); a returned block is kept within
+/// `max_cached_bytes`, so the memory held beyond what is in use is bounded: when it would not fit,
+/// the kept blocks of the classes least recently given or taken are freed to make room (sizes a
+/// workload no longer uses -- another image size, another batch shape -- give way to the ones it
+/// uses now), and the returned block itself is freed only when that is not enough. Blocks are
+/// 64-byte aligned. Thread-safe (one mutex, taken once per call).
 class BlockCache {
  public:
   explicit BlockCache(std::size_t max_cached_bytes);
@@ -31,7 +34,8 @@ class BlockCache {
   /// A block of bin_size(bytes) bytes: a kept one of that class, else a new one. Throws
   /// std::bad_alloc.
   void* take(std::size_t bytes);
-  /// Returns a block take(bytes) gave (the same `bytes`): kept, or freed when the cache is full.
+  /// Returns a block take(bytes) gave (the same `bytes`): kept, after freeing blocks of the least
+  /// recently used other classes if the limit needs it; freed when no room can be made.
   void give(void* block, std::size_t bytes) noexcept;
   /// Frees every kept block (the cache fills again with use).
   void trim() noexcept;
@@ -45,9 +49,18 @@ class BlockCache {
  private:
   const std::size_t max_cached_;
   mutable std::mutex mutex_;
-  std::map<std::size_t, std::vector<void*>> free_;  // by size class
+  struct Bin {
+    std::vector<void*> blocks;
+    std::size_t used = 0;  // when a block of this class was last given or taken (clock_)
+  };
+  // Frees blocks of the least recently used classes other than `keep` until `bytes` more fit (or
+  // none is left); with mutex_ held.
+  bool make_room(std::size_t bytes, std::size_t keep) noexcept;
+
+  std::map<std::size_t, Bin> free_;  // by size class
   std::size_t cached_ = 0;
   std::size_t reused_ = 0;
+  std::size_t clock_ = 0;
 };
 
 }  // namespace stoke::graph
