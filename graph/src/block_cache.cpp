@@ -45,7 +45,7 @@ void BlockCache::give(void* block, std::size_t bytes) noexcept {
   const std::size_t size = bin_size(bytes);
   try {
     const std::lock_guard lock(mutex_);
-    if (size <= max_cached_ && make_room(size, size)) {
+    if (make_room(size, size)) {
       Bin& bin = free_[size];
       bin.blocks.push_back(block);
       bin.used = ++clock_;

@@ -7,9 +7,11 @@ namespace stoke::nodes {
 
 namespace {
 
-// The block a matrix of `bytes` gets: rounded up to one of eight sizes per power of two, so that
-// matrices of nearby sizes share blocks (a decoded crop's size changes from image to image) at the
-// cost of at most an eighth more memory per block.
+// The block a matrix of `bytes` asks the cache for: rounded up to one of eight sizes per power of
+// two, so that matrices of nearby sizes share blocks (a decoded crop's size changes from image to
+// image) at the cost of at most an eighth more memory per block. Coarser than the cache's own
+// classes below 1 MiB (multiples of 512, right for nn's fixed-size activations); above 1 MiB the
+// cache's quarter-octave classes round it further.
 std::size_t block_size(std::size_t bytes) noexcept {
   const std::size_t step = std::max<std::size_t>(std::bit_floor(bytes) / 8, 1);
   return (bytes + step - 1) / step * step;

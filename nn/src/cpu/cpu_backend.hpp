@@ -96,9 +96,9 @@ class CpuBackend final : public Backend {
 /// gradients step after step; fresh memory of that size comes from mmap, and touching it costs a
 /// page fault per 4 KiB (about a tenth of a small CNN's step on two cores), so freed blocks are
 /// kept and handed out again (graph::BlockCache). Blocks of at least kMinBytes are pooled, binned
-/// by size as DevicePool bins them; a freed block is cached only while the cache stays under
-/// kMaxCachedBytes, so the memory held beyond what tensors use is bounded. Thread-safe; tensors
-/// may outlive it (the cache goes with the last of them).
+/// by size as DevicePool bins them; the cache holds at most kMaxCachedBytes (the least recently
+/// used sizes are freed first to keep a new block), so the memory held beyond what tensors use is
+/// bounded. Thread-safe; tensors may outlive it (the cache goes with the last of them).
 class HostPool {
  public:
   static constexpr std::size_t kMinBytes = std::size_t{64} << 10;

@@ -17,10 +17,11 @@ namespace stoke::nodes {
 /// (docs/benchmarks.md). This allocator serves matrices of at least `min_block_bytes` from a
 /// BlockCache that keeps up to `max_cached_bytes` of freed blocks; smaller matrices, and those
 /// over data the caller gives, are OpenCV's own. A block is the matrix's size rounded up to one of
-/// eight sizes per power of two, so matrices of nearby sizes (a decoded crop's changes from image
-/// to image) share blocks, each at most an eighth larger than asked. Thread-safe.
+/// eight sizes per power of two (below 1 MiB; above, the cache's own four per power of two), so
+/// matrices of nearby sizes (a decoded crop's changes from image to image) share blocks, each at
+/// most an eighth (above 1 MiB a quarter) larger than asked. Thread-safe.
 ///
-/// Set it on a matrix before create(): `cv::Mat m; m.allocator = &image_allocator(); m.create(...)`.
+/// Set it on a matrix before create(), as recycled_mat() does for image_allocator().
 /// A matrix made by it calls it back when its last reference goes, so the allocator must outlive
 /// every such matrix: image_allocator() is never destroyed.
 class RecyclingAllocator final : public cv::MatAllocator {
