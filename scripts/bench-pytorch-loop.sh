@@ -7,7 +7,9 @@
 #   2. examples/pytorch/train.py --loader both --repeat 3 --costs: the small CNN at 48 px, 4 epochs,
 #      with stoke.Loader and with DataLoader at every num_workers (0, 1, 2) x torch threads (1, 2),
 #      each run in its own process, 3 rounds: each setting's median whole-run images/s, validation
-#      accuracy, and what each part costs per image (about 7 minutes).
+#      accuracy, and what each part costs per image (about 7 minutes). The step's forward pass runs
+#      in bf16 where the CPU has native bf16 (train.py's --precision auto); PRECISION=fp32 in the
+#      environment runs it in float32.
 #
 #   scripts/bench-pytorch-loop.sh [CORPUS_DIR]       (default build/photo-corpus-labelled)
 #
@@ -35,4 +37,5 @@ done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 export PYTHONPATH="$build/python"
 /usr/bin/python3 examples/pytorch/bench_loader.py --data "$corpus/train" --size 224 --epochs 3
-/usr/bin/python3 examples/pytorch/train.py --data "$corpus" --loader both --epochs 4 --repeat 3 --costs
+/usr/bin/python3 examples/pytorch/train.py --data "$corpus" --loader both --epochs 4 --repeat 3 --costs \
+  --precision "${PRECISION:-auto}"

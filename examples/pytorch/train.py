@@ -19,9 +19,11 @@ Each run prints its whole-run images/s (the training epochs' images over their w
 loader's start-up and each epoch's worker start included; validation excluded) and its validation
 accuracy (one JSON line); the summary, stoke's images/s over DataLoader's best.
 
-Both loaders get the same model and loop, in channels_last (--memory-format), and the same CPU
-rule: torch's OpenMP threads sleep when idle (OMP_WAIT_POLICY=PASSIVE, set here before torch is
-imported), so the loaders' threads or workers can use the cores they leave; stoke.Loader's threads
+Both loaders get the same model and loop, in channels_last (--memory-format), its forward pass
+under torch.autocast(dtype=bfloat16) where the CPU computes bf16 natively (--precision: the
+convolutions and the classifier in bf16; weights, gradients and the optimizer stay float32), and the
+same CPU rule: torch's OpenMP threads sleep when idle (OMP_WAIT_POLICY=PASSIVE, set here before torch
+is imported), so the loaders' threads or workers can use the cores they leave; stoke.Loader's threads
 also run below the training loop's priority (its nice, 10 by default), so torch's threads win a core
 whenever they can run. And the same memory rule: glibc's malloc keeps what torch frees between
 steps (--malloc keep) rather than give it back to the kernel and fault it in again next step.
@@ -61,6 +63,32 @@ import torch.nn.functional as F  # noqa: E402
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 MEMORY_FORMATS = {"channels_last": torch.channels_last, "contiguous": torch.contiguous_format}
+
+
+def cpu_has_native_bf16():
+    """True where this CPU multiplies bfloat16 natively (AVX512_BF16 or AMX-BF16, read from
+    /proc/cpuinfo): there oneDNN's bf16 convolutions run faster than float32 ones; elsewhere it
+    emulates them, slower."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def precision_of(args):
+    """--precision resolved: "bf16" or "fp32". auto is bf16 on a CPU with native bf16 (see
+    cpu_has_native_bf16), fp32 on other CPUs and on CUDA."""
+    if args.precision != "auto":
+        return args.precision
+    return "bf16" if args.device == "cpu" and cpu_has_native_bf16() else "fp32"
+
+
+def autocast(device, precision):
+    """The step's forward pass in `precision`: torch.autocast to bfloat16 for bf16 (convolutions and
+    the linear layer in bf16, weights, gradients and the optimizer in float32), nothing for fp32."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 def keep_freed_memory():
@@ -191,6 +219,7 @@ def run(args, kind, workers, threads, initial_state, classes):
     memory_format = MEMORY_FORMATS[args.memory_format]
     device = torch.device(args.device)
     model = model.to(device=device, memory_format=memory_format)
+    precision = precision_of(args)
     train_dir, val_dir = os.path.join(args.data, "train"), os.path.join(args.data, "val")
 
     begin = time.perf_counter()  # the whole run: the loaders' start-up counts
@@ -209,8 +238,9 @@ def run(args, kind, workers, threads, initial_state, classes):
             # stoke.Loader(device=...) yields tensors already there (a no-op); DataLoader's are copied.
             batch_images = batch_images.to(device, non_blocking=True)
             labels = labels.to(device, non_blocking=True)
-            logits = model(batch_images.contiguous(memory_format=memory_format))
-            loss = F.cross_entropy(logits, labels)
+            with autocast(device, precision):
+                logits = model(batch_images.contiguous(memory_format=memory_format))
+                loss = F.cross_entropy(logits, labels)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -233,15 +263,15 @@ def run(args, kind, workers, threads, initial_state, classes):
     model.eval()
     val = make_loader(args, kind, val_dir, False, workers)
     correct = total = 0
-    with torch.no_grad():
+    with torch.no_grad(), autocast(device, precision):
         for batch_images, labels in val:
             batch_images, labels = batch_images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
             correct += int((model(batch_images.contiguous(memory_format=memory_format)).argmax(1) == labels).sum())
             total += labels.shape[0]
     result = {"loader": kind, "device": args.device, "workers": workers if kind == "torch" else None,
-              "torch_threads": threads, "epochs": args.epochs, "images": images, "seconds": round(seconds, 2),
-              "images_per_sec": round(images / seconds, 1), "train_loss": round(loss_sum / max(1, seen), 4),
-              "val_accuracy": round(correct / max(1, total), 4)}
+              "torch_threads": threads, "precision": precision, "epochs": args.epochs, "images": images,
+              "seconds": round(seconds, 2), "images_per_sec": round(images / seconds, 1),
+              "train_loss": round(loss_sum / max(1, seen), 4), "val_accuracy": round(correct / max(1, total), 4)}
     if kind == "stoke":
         stats = train.stats()
         result["bottleneck"] = stats["bottleneck"]
@@ -270,8 +300,11 @@ def costs(args, classes):
             n += work()
         return (time.perf_counter() - begin) / n * 1e3  # ms per image
 
+    precision = precision_of(args)
+
     def step():
-        loss = F.cross_entropy(model(x), y)
+        with autocast(torch.device("cpu"), precision):
+            loss = F.cross_entropy(model(x), y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -287,10 +320,11 @@ def costs(args, classes):
     result = {"step_ms": timed(step), "stoke_load_ms": timed(epoch_of(loader)),
               "dataloader_load_ms": timed(epoch_of(dataloader))}
     result = {k: round(v, 3) for k, v in result.items()}
+    result["precision"] = precision
     result["work_ratio"] = round((result["dataloader_load_ms"] + result["step_ms"])
                                     / (result["stoke_load_ms"] + result["step_ms"]), 2)
     print(json.dumps({"costs_per_image": result}), flush=True)
-    print(f"CPU ms per image, one thread: training step {result['step_ms']}, stoke's loading "
+    print(f"CPU ms per image, one thread: training step {result['step_ms']} ({precision}), stoke's loading "
           f"{result['stoke_load_ms']}, DataLoader's loading {result['dataloader_load_ms']} (work per image: "
           f"DataLoader's loop / stoke's = {result['work_ratio']})")
 
@@ -314,6 +348,11 @@ def main():
                         help="keep: glibc's malloc keeps the memory torch frees between steps instead of returning "
                              "it to the kernel and page-faulting it in again (the step runs 15-30%% faster on this "
                              "CPU); default: glibc's own settings. The same for both loaders (default keep)")
+    parser.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                        help="the step's arithmetic, the same for both loaders: bf16 runs the forward pass under "
+                             "torch.autocast(dtype=bfloat16) (weights, gradients and the optimizer stay float32); "
+                             "auto (the default) is bf16 on a CPU that has native bf16 (AVX512_BF16 or AMX: the "
+                             "step then costs about two thirds of float32's) and fp32 elsewhere and on CUDA")
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--device", default="cpu",
                         help="where the model trains: cpu, or cuda[:N] (stoke.Loader(device=...) yields batches "
@@ -378,7 +417,7 @@ def one_run(args, kind, workers, threads):
     """One training run in a process of its own: no thread, pool or worker of an earlier run is there."""
     command = [sys.executable, os.path.abspath(__file__), "--one-run", "--data", args.data, "--loader", kind,
                "--workers", str(workers), "--torch-threads", str(threads), "--stoke-threads", str(threads)]
-    for name in ("epochs", "batch", "size", "resize", "memory_format", "lr", "malloc", "device", "seed",
+    for name in ("epochs", "batch", "size", "resize", "memory_format", "precision", "lr", "malloc", "device", "seed",
                  "stoke_cpu_budget", "stoke_nice", "profile", "profile_dir"):
         if getattr(args, name) is not None:
             command += ["--" + name.replace("_", "-"), str(getattr(args, name))]
@@ -409,8 +448,9 @@ def summarize(results):
     torch_runs = {k: v for k, v in summary.items() if k[0] == "torch"}
     if stoke_runs and torch_runs:
         best = max(torch_runs, key=torch_runs.get)
+        precisions = sorted({r["precision"] for runs in results.values() for r in runs})
         print(f"ratio stoke / DataLoader's best (num_workers {best[1]}, torch threads {best[2]}): "
-              f"{stoke_runs[0] / torch_runs[best]:.2f}   (goal >= 1.5)")
+              f"{stoke_runs[0] / torch_runs[best]:.2f}   (goal >= 1.5; the step in {', '.join(precisions)})")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,31 @@ def test_train_runs_both_loaders_from_the_same_weights(shapes):
     assert "ratio stoke / DataLoader's best" in out
 
 
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+
+
+def test_train_runs_the_step_in_the_precision_asked_and_auto_follows_the_cpu(shapes):
+    common = ("--data", str(shapes.parent), "--epochs", "1", "--size", "16", "--resize", "16", "--batch", "8",
+              "--workers", "0", "--torch-threads", "1", "--stoke-threads", "1")
+
+    def runs(*args):
+        out = run_example("train.py", *common, *args)
+        return out, [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+    out, both = runs("--loader", "both", "--precision", "bf16")
+    assert [r["precision"] for r in both] == ["bf16", "bf16"]
+    assert "the step in bf16" in out
+    # The same batches and initial weights: only the step's arithmetic differs, and the loss shows it.
+    _, fp32 = runs("--loader", "stoke", "--precision", "fp32")
+    assert fp32[0]["precision"] == "fp32" and fp32[0]["train_loss"] != both[0]["train_loss"]
+    native = "avx512_bf16" in cpu_flags() or "amx_bf16" in cpu_flags()
+    _, auto = runs("--loader", "stoke", "--precision", "auto")
+    assert auto[0]["precision"] == ("bf16" if native else "fp32")
+    assert auto[0]["train_loss"] == (both[0] if native else fp32[0])["train_loss"]
+
+
 def test_bench_loader_prints_both_loaders_and_the_ratios(shapes):
     out = run_example("bench_loader.py", "--data", str(shapes), "--size", "16", "--batch", "8", "--epochs", "2",
                       "--workers", "1")
