@@ -4,7 +4,6 @@
 // NVML (fake_nvml.cpp, loaded through STOKE_NVML_LIBRARY): samples in the background, the window's
 // statistics, reset(), prompt destruction of a running monitor, nvmlShutdown for every nvmlInit.
 #include <dlfcn.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "dataset_test_support.hpp"
 #include "scoped_environment.hpp"
 
 namespace stoke::gpu {
@@ -75,15 +75,13 @@ TEST(NvmlMonitor, ALibraryWithoutNvmlsFunctionsIsRefused) {
 }
 
 TEST(NvmlMonitor, ANonLibraryFileIsRefused) {
-  const std::filesystem::path file =
-      std::filesystem::temp_directory_path() /
-      ("stoke_nvml_monitor_test_not_a_library_" + std::to_string(::getpid()) + ".so");
+  const nodes::test::TempDir dir;  // its own folder: ctest runs tests in parallel processes
+  const std::filesystem::path file = dir / "not_a_library.so";
   std::ofstream(file) << "not an ELF file\n";
   ScopedEnvironment variable("STOKE_NVML_LIBRARY", file.string());
   const NvmlMonitor monitor(Device::cuda(0));
   EXPECT_FALSE(monitor.available());
   EXPECT_TRUE(contains(monitor.unavailable_reason(), file.string())) << monitor.unavailable_reason();
-  std::filesystem::remove(file);
 }
 
 TEST(NvmlMonitor, TheCpuDeviceHasNoNvml) {

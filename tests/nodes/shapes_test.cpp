@@ -1,10 +1,8 @@
 // The shapes dataset: class list, drawing, rendering and the ImageFolder writer behind
 // `stoke gen-shapes`.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -15,32 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "dataset_test_support.hpp"
+
 namespace stoke::nodes {
 namespace {
 
 namespace fs = std::filesystem;
 
-/// A fresh directory under the system's temporary directory, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("stoke-shapes-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const noexcept { return path_; }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 /// What the JPEG's markers say: start/end of image, and the frame header (SOFn).
 struct JpegInfo {
