@@ -16,8 +16,8 @@
 #include <string>
 #include <thread>
 
-#include "dataset_test_support.hpp"
 #include "scoped_environment.hpp"
+#include "temp_dir.hpp"
 
 namespace stoke::gpu {
 namespace {
@@ -75,7 +75,7 @@ TEST(NvmlMonitor, ALibraryWithoutNvmlsFunctionsIsRefused) {
 }
 
 TEST(NvmlMonitor, ANonLibraryFileIsRefused) {
-  const nodes::test::TempDir dir;  // its own folder: ctest runs tests in parallel processes
+  const stoke::test::TempDir dir;  // its own folder: ctest runs tests in parallel processes
   const std::filesystem::path file = dir / "not_a_library.so";
   std::ofstream(file) << "not an ELF file\n";
   ScopedEnvironment variable("STOKE_NVML_LIBRARY", file.string());

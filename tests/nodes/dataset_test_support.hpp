@@ -18,30 +18,11 @@
 
 #include "stoke/nodes/jpeg_encode.hpp"
 #include "stoke/nodes/sample.hpp"
+#include "temp_dir.hpp"
 
 namespace stoke::nodes::test {
 
-/// A fresh folder under the system's temporary folder, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "stoke-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const noexcept { return path_; }
-  std::filesystem::path operator/(const std::filesystem::path& relative) const { return path_ / relative; }
-
- private:
-  std::filesystem::path path_;
-};
+using stoke::test::TempDir;  // tests/support/temp_dir.hpp
 
 inline void write_bytes(const std::filesystem::path& path, std::span<const std::byte> bytes) {
   std::filesystem::create_directories(path.parent_path());
