@@ -56,7 +56,7 @@ void print_to_95(double to_95, const char* of) {
   }
 }
 
-void print_text(const AutotuneBenchResult& r) {
+void print_autotune_text(const AutotuneBenchResult& r) {
   const bench::AutotuneBenchOptions& o = r.options;
   std::printf("bench autotune: %zu images%s, batch %zu, %dx%d, compute %.1f ms/batch, %d cores\n", r.images,
               r.generated ? " (generated)" : "", o.batch, o.size, o.size, o.compute_ms, r.cores);
@@ -214,7 +214,7 @@ int bench_autotune(int argc, char** argv) {
   if (json) {
     print_json(result);
   } else {
-    print_text(result);
+    print_autotune_text(result);
   }
   return 0;
 }

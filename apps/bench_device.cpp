@@ -20,7 +20,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-struct Config {
+struct DeviceBenchConfig {
   std::string device = "auto";
   bench::DeviceBenchOptions bench;
   std::string convert = "f32";
@@ -32,7 +32,7 @@ std::string format_size(std::size_t bytes) {
   return kib < 1024 ? format("%.1f KiB", kib) : format("%.1f MiB", kib / 1024.0);
 }
 
-void print_text(const bench::DeviceBenchResult& r, const std::string& convert) {
+void print_device_text(const bench::DeviceBenchResult& r, const std::string& convert) {
   const bench::DeviceBenchOptions& o = r.options;
   const gpu::Device device = r.device;
   const bench::Bandwidth& bw = r.bandwidth;
@@ -78,7 +78,7 @@ void print_text(const bench::DeviceBenchResult& r, const std::string& convert) {
 }  // namespace
 
 int bench_device(int argc, char** argv) {
-  Config c;
+  DeviceBenchConfig c;
   CommandOptions cli("bench device",
                      "Measures the compute side with synthetic data: (1) host-to-device copies of one batch from\n"
                      "pinned and from pageable memory (CUDA only); (2) a pipeline source -> to-device -> compute ->\n"
@@ -143,7 +143,7 @@ int bench_device(int argc, char** argv) {
   if (c.json) {
     print_json(result);
   } else {
-    print_text(result, c.convert);
+    print_device_text(result, c.convert);
   }
   return 0;
 }

@@ -28,7 +28,7 @@ namespace {
 
 namespace po = boost::program_options;
 
-struct Config {
+struct NnBenchConfig {
   std::string model = "small_cnn";
   std::string device = "auto";
   int batch = 64;
@@ -42,7 +42,7 @@ struct Config {
   bool json = false;
 };
 
-gpu::DType compute_dtype(const Config& c) {
+gpu::DType compute_dtype(const NnBenchConfig& c) {
   if (c.precision == "bf16") return gpu::DType::bf16;
   if (c.precision == "f16") return gpu::DType::f16;
   return gpu::DType::f32;
@@ -64,7 +64,7 @@ void print_profile(const nn::LayerProfile& profile, int steps) {
 }  // namespace
 
 int bench_nn(int argc, char** argv) {
-  Config c;
+  NnBenchConfig c;
   CommandOptions cli("bench nn",
                      "Measures training throughput of a built-in model on synthetic data already on the device:\n"
                      "each step is forward, softmax cross-entropy, backward and an SGD (momentum) update, the\n"

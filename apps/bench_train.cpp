@@ -36,7 +36,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace po = boost::program_options;
 
-struct Config {
+struct TrainBenchConfig {
   std::string data;  // empty: the built-in shapes dataset
   std::string model = "small_cnn";
   int batch = 64;
@@ -67,7 +67,7 @@ std::string median_of(const std::vector<double>& values) {
 }  // namespace
 
 int bench_train(int argc, char** argv) {
-  Config c;
+  TrainBenchConfig c;
   CommandOptions cli("bench train",
                      "Measures how much of the training step's speed the whole pipeline delivers. Two measurements\n"
                      "of the same model on the same device, alternated --repeats times:\n"

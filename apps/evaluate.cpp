@@ -87,7 +87,7 @@ void print_confused_pairs(const ConfusionMatrix& confusion, const std::vector<st
   }
 }
 
-void print_text(const Evaluation& e, const std::vector<std::string>& classes) {
+void print_evaluation_text(const Evaluation& e, const std::vector<std::string>& classes) {
   std::printf("top-1 %.4f, top-5 %.4f, loss %.4f: %lld images, %llu skipped\n", e.top1, e.top5, e.loss,
               static_cast<long long>(e.images), static_cast<unsigned long long>(e.skipped));
   for (std::size_t i = 0; i < std::min(e.skipped_files.size(), listed_skips); ++i) {
@@ -165,7 +165,7 @@ int evaluate(int argc, char** argv) {
     json.update(to_json(result, card));
     print_json(json);
   } else {
-    print_text(result, card.classes);
+    print_evaluation_text(result, card.classes);
   }
   return 0;
 }

@@ -28,7 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace po = boost::program_options;
 
-struct Config {
+struct PackConfig {
   std::string data;
   std::string list;
   std::string out;
@@ -97,7 +97,7 @@ std::optional<std::uint64_t> parse_size(const std::string& text) {
 }
 
 /// The usage error in the tar options, "" when there is none.
-std::string tar_options_error(const Config& c, const po::variables_map& values, nodes::TarWriterOptions& tar) {
+std::string tar_options_error(const PackConfig& c, const po::variables_map& values, nodes::TarWriterOptions& tar) {
   const bool tar_format = c.format == "tar";
   for (const char* option : {"shard-bytes", "shard-items", "no-index"}) {
     if (!tar_format && !values[option].defaulted()) return std::string("--") + option + " needs --format tar";
@@ -125,7 +125,7 @@ std::string tar_options_error(const Config& c, const po::variables_map& values, 
   return "";
 }
 
-nlohmann::ordered_json to_json(const Config& c, const nodes::PackReport& r, std::size_t classes) {
+nlohmann::ordered_json to_json(const PackConfig& c, const nodes::PackReport& r, std::size_t classes) {
   nlohmann::ordered_json failed = nlohmann::ordered_json::array();
   for (const auto& f : r.failed) failed.push_back({{"path", f.path}, {"reason", f.reason}});
   if (c.format == "tar") {
@@ -164,7 +164,7 @@ nlohmann::ordered_json to_json(const Config& c, const nodes::PackReport& r, std:
 }  // namespace
 
 int pack(int argc, char** argv) {
-  Config c;
+  PackConfig c;
   CommandOptions cli("pack",
                      "Packs an image folder (one subfolder per class), or the files of a list, into one data file\n"
                      "plus an index (OUT and OUT.idx), which stoke then reads with a few large sequential reads.\n"

@@ -3,7 +3,9 @@
 # One layer's library, as every layer of stoke is made: the target stoke_<name> (the file
 # libstoke_<name>), its alias and exported name stoke::<name>, position-independent code (plugins
 # and shared objects link it), C++20, the public headers under the calling folder's include/
-# (installed to the include directory), and stoke's warnings for its own sources.
+# (installed to the include directory), stoke's warnings for its own sources, and, with
+# STOKE_UNITY_BUILD, its sources compiled in batches (each .cpp's file-local names must then be
+# unique within its library).
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 
@@ -18,7 +20,8 @@ function(stoke_add_library name)
   set_target_properties(${target} PROPERTIES
     EXPORT_NAME ${name}
     OUTPUT_NAME ${target}
-    POSITION_INDEPENDENT_CODE ON)
+    POSITION_INDEPENDENT_CODE ON
+    UNITY_BUILD ${STOKE_UNITY_BUILD})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)

@@ -23,7 +23,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD:-$root/build/fuzz}"
 jobs="${JOBS:-2}"
 
-"$root/scripts/install-deps.sh" --sanitizers  # clang and libFuzzer; nothing when present
+"$root/scripts/install-deps.sh" --tests --sanitizers  # clang and libFuzzer; nothing when present
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   CXX=clang++ CC=clang cmake -S "$root" -B "$build" -DSTOKE_FUZZ=ON -DSTOKE_SANITIZE=address -DSTOKE_CUDA=OFF \
     -DSTOKE_BUILD_TESTS=OFF -DSTOKE_BUILD_EXAMPLES=OFF -DSTOKE_MPI=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo

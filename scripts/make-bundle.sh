@@ -15,6 +15,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+scripts/install-deps.sh --tests  # nothing when present
+
 cuda=ON
 build=build/bundle
 configure_args=()

@@ -16,18 +16,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Labels index classes(), which names every label up to the largest: a typo such as 10000000
-// would otherwise allocate millions of names.
-constexpr int max_label = 999999;
+using detail::max_text_label;
+using detail::trim;
 
-constexpr std::string_view kSpaces = " \t";
-
-std::string_view trim(std::string_view text) {
-  const auto first = text.find_first_not_of(kSpaces);
-  if (first == std::string_view::npos) return {};
-  const auto last = text.find_last_not_of(kSpaces);
-  return text.substr(first, last - first + 1);
-}
+// What separates a line's fields and tags.
+constexpr std::string_view field_spaces = " \t";
 
 enum class LabelError { none, not_integer, negative, too_large };
 
@@ -40,7 +33,7 @@ LabelError parse_label(std::string_view text, int& label) {
     return text.front() == '-' ? LabelError::negative : LabelError::too_large;
   if (error != std::errc{} || stop != end) return LabelError::not_integer;
   if (value < 0) return LabelError::negative;
-  if (value > max_label) return LabelError::too_large;
+  if (value > max_text_label) return LabelError::too_large;
   label = static_cast<int>(value);
   return LabelError::none;
 }
@@ -60,7 +53,8 @@ int checked_label(std::string_view text) {
     case LabelError::negative:
       throw LineError("label '" + std::string(text) + "' is negative (labels are 0, 1, 2, ...)");
     case LabelError::too_large:
-      throw LineError("label '" + std::string(text) + "' is too large (at most " + std::to_string(max_label) + ")");
+      throw LineError("label '" + std::string(text) + "' is too large (at most " + std::to_string(max_text_label) +
+                      ")");
   }
   return label;
 }
@@ -107,7 +101,7 @@ std::vector<std::string> split_csv(std::string_view line) {
   std::vector<std::string> fields;
   std::size_t i = 0;
   const auto skip_spaces = [&] {
-    while (i < line.size() && kSpaces.find(line[i]) != std::string_view::npos) ++i;
+    while (i < line.size() && field_spaces.find(line[i]) != std::string_view::npos) ++i;
   };
   for (;;) {
     skip_spaces();
@@ -213,9 +207,9 @@ Columns parse_header(const std::vector<std::string>& names, std::vector<FileList
 /// returns how many.
 std::size_t parse_target(std::string_view column, std::string_view field, std::vector<float>& values) {
   std::size_t count = 0;
-  for (std::size_t begin = field.find_first_not_of(kSpaces); begin != std::string_view::npos;
-       begin = field.find_first_not_of(kSpaces, begin)) {
-    const std::size_t end = std::min(field.find_first_of(kSpaces, begin), field.size());
+  for (std::size_t begin = field.find_first_not_of(field_spaces); begin != std::string_view::npos;
+       begin = field.find_first_not_of(field_spaces, begin)) {
+    const std::size_t end = std::min(field.find_first_of(field_spaces, begin), field.size());
     std::string_view token = field.substr(begin, end - begin);
     begin = end;
     const std::string_view written = token;

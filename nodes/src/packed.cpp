@@ -46,7 +46,7 @@ bool magic_is(const std::byte* at, const std::array<char, 8>& magic) {
   return std::memcmp(at, magic.data(), magic.size()) == 0;
 }
 
-std::string str(const fs::path& path) { return path.string(); }
+using detail::str;
 
 }  // namespace
 

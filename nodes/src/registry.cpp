@@ -9,18 +9,14 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "dataset_support.hpp"
+
 namespace stoke::nodes {
 
 namespace {
 
-constexpr std::string_view kSpaces = " \t\r\n";
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(kSpaces);
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(kSpaces);
-  return s.substr(first, last - first + 1);
-}
+using detail::trim;
+using detail::whitespace;
 
 std::vector<std::string_view> split(std::string_view s, char separator) {
   std::vector<std::string_view> parts;
@@ -156,10 +152,10 @@ Params::Params(std::string transform, std::vector<std::pair<std::string, std::st
 
 Params Params::parse(std::string_view spec, std::string& name) {
   std::vector<std::string_view> tokens;
-  for (std::size_t pos = spec.find_first_not_of(kSpaces); pos != std::string_view::npos;) {
-    const auto end = spec.find_first_of(kSpaces, pos);
+  for (std::size_t pos = spec.find_first_not_of(whitespace); pos != std::string_view::npos;) {
+    const auto end = spec.find_first_of(whitespace, pos);
     tokens.push_back(spec.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
-    pos = end == std::string_view::npos ? end : spec.find_first_not_of(kSpaces, end);
+    pos = end == std::string_view::npos ? end : spec.find_first_not_of(whitespace, end);
   }
   if (tokens.empty()) throw std::invalid_argument("empty transform spec; expected \"name key=value ...\"");
   if (tokens.front().find('=') != std::string_view::npos) {

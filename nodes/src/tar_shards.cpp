@@ -19,6 +19,7 @@
 #include <system_error>
 #include <utility>
 
+#include "archive_support.hpp"
 #include "dataset_support.hpp"
 #include "file_format.hpp"
 #include "image_files.hpp"
@@ -62,22 +63,22 @@ using detail::TarIndex;
 
 namespace {
 
-constexpr char index_magic[8] = {'S', 'T', 'O', 'K', 'E', 'T', 'A', 'R'};
-constexpr std::size_t index_header_size = 64;
+constexpr char tar_index_magic[8] = {'S', 'T', 'O', 'K', 'E', 'T', 'A', 'R'};
+constexpr std::size_t tar_index_header_size = 64;
 constexpr std::size_t entry_record_size = 40;
-constexpr std::size_t checksum_at = 56;
+constexpr std::size_t tar_checksum_at = 56;
 constexpr std::int32_t no_label = -1;
 constexpr std::int32_t bad_label = -2;
 constexpr std::uint32_t no_field = 0xffffffffU;
-constexpr int max_label = 999999;
-
+using detail::archive_error;
 using detail::fnv1a;
 using detail::get_u32;
 using detail::get_u64;
 using detail::put_u32;
 using detail::put_u64;
 
-std::string str(const fs::path& path) { return path.string(); }
+using detail::max_text_label;
+using detail::str;
 
 std::string at_byte(std::uint64_t offset) { return "byte " + std::to_string(offset); }
 
@@ -98,7 +99,7 @@ KeyField split_member(std::string_view name) {
   return {name.substr(0, dot), name.substr(dot + 1), false};
 }
 
-/// A .cls member's label: a decimal integer in 0..max_label, spaces and line ends around it.
+/// A .cls member's label: a decimal integer in 0..max_text_label, spaces and line ends around it.
 std::int32_t parse_label(std::span<const std::byte> bytes) {
   if (bytes.size() > 64) return bad_label;
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -107,19 +108,10 @@ std::int32_t parse_label(std::span<const std::byte> bytes) {
   while (!text.empty() && space(text.back())) text.remove_suffix(1);
   int label = -1;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), label);
-  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || label < 0 || label > max_label) {
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || label < 0 || label > max_text_label) {
     return bad_label;
   }
   return label;
-}
-
-struct ArchiveDeleter {
-  void operator()(archive* a) const noexcept { archive_read_free(a); }
-};
-
-std::string archive_error(archive* a) {
-  const char* text = archive_error_string(a);
-  return text != nullptr ? text : "unknown error";
 }
 
 std::string compressed_error(const std::string& shard, const std::string& filter) {
@@ -175,7 +167,7 @@ std::vector<TarEntry> index_tar(std::span<const std::byte> data, const std::stri
     entries.push_back(note(TarEntryKind::damage, 0, "", "empty file (0 bytes): not a tar archive"));
     return entries;
   }
-  const std::unique_ptr<archive, ArchiveDeleter> owner(archive_read_new());
+  const detail::ArchiveReader owner(archive_read_new());
   archive* a = owner.get();
   if (a == nullptr) throw std::bad_alloc();
   archive_read_support_format_tar(a);
@@ -282,7 +274,7 @@ std::vector<TarEntry> index_tar(std::span<const std::byte> data, const std::stri
 
 std::vector<std::byte> serialize(const TarIndex& index) {
   std::vector<std::byte> out;
-  out.reserve(index_header_size + entry_record_size * index.entries.size());
+  out.reserve(tar_index_header_size + entry_record_size * index.entries.size());
   const auto u32 = [&out](std::uint32_t value) {
     out.resize(out.size() + 4);
     put_u32(&out[out.size() - 4], value);
@@ -291,9 +283,9 @@ std::vector<std::byte> serialize(const TarIndex& index) {
     out.resize(out.size() + 8);
     put_u64(&out[out.size() - 8], value);
   };
-  for (const char c : index_magic) out.push_back(static_cast<std::byte>(c));
+  for (const char c : tar_index_magic) out.push_back(static_cast<std::byte>(c));
   u32(tar_index_format_version);
-  u32(index_header_size);
+  u32(tar_index_header_size);
   u64(index.shard_size);
   u64(static_cast<std::uint64_t>(index.mtime_ns));
   u64(index.entries.size());
@@ -319,17 +311,17 @@ std::vector<std::byte> serialize(const TarIndex& index) {
       out.insert(out.end(), bytes.begin(), bytes.end());
     }
   }
-  put_u64(&out[checksum_at], fnv1a(out, checksum_at));
+  put_u64(&out[tar_checksum_at], fnv1a(out, tar_checksum_at));
   return out;
 }
 
 /// The index in `bytes` when it is a valid index of a shard of `size` bytes modified at `mtime_ns`
 /// whose members all lie inside the shard; otherwise nothing (the caller rebuilds it).
 std::optional<TarIndex> parse_index(std::span<const std::byte> bytes, std::uint64_t size, std::int64_t mtime_ns) {
-  if (bytes.size() < index_header_size) return std::nullopt;
+  if (bytes.size() < tar_index_header_size) return std::nullopt;
   const std::byte* header = bytes.data();
-  if (std::memcmp(header, index_magic, sizeof index_magic) != 0) return std::nullopt;
-  if (get_u32(header + 8) != tar_index_format_version || get_u32(header + 12) != index_header_size) {
+  if (std::memcmp(header, tar_index_magic, sizeof tar_index_magic) != 0) return std::nullopt;
+  if (get_u32(header + 8) != tar_index_format_version || get_u32(header + 12) != tar_index_header_size) {
     return std::nullopt;
   }
   if (get_u64(header + 16) != size || static_cast<std::int64_t>(get_u64(header + 24)) != mtime_ns) {
@@ -338,15 +330,15 @@ std::optional<TarIndex> parse_index(std::span<const std::byte> bytes, std::uint6
   const std::uint64_t count = get_u64(header + 32);
   const std::uint64_t strings_size = get_u64(header + 40);
   if (count > bytes.size() / entry_record_size || strings_size > bytes.size() ||
-      index_header_size + entry_record_size * count + strings_size != bytes.size()) {
+      tar_index_header_size + entry_record_size * count + strings_size != bytes.size()) {
     return std::nullopt;
   }
-  if (fnv1a(bytes, checksum_at) != get_u64(header + checksum_at)) return std::nullopt;
-  const char* strings = reinterpret_cast<const char*>(bytes.data() + index_header_size + entry_record_size * count);
+  if (fnv1a(bytes, tar_checksum_at) != get_u64(header + tar_checksum_at)) return std::nullopt;
+  const char* strings = reinterpret_cast<const char*>(bytes.data() + tar_index_header_size + entry_record_size * count);
   TarIndex index{size, mtime_ns, {}};
   index.entries.reserve(static_cast<std::size_t>(count));
   for (std::uint64_t e = 0; e < count; ++e) {
-    const std::byte* at = bytes.data() + index_header_size + entry_record_size * e;
+    const std::byte* at = bytes.data() + tar_index_header_size + entry_record_size * e;
     TarEntry entry;
     entry.offset = get_u64(at);
     entry.size = get_u64(at + 8);
@@ -358,9 +350,8 @@ std::optional<TarIndex> parse_index(std::span<const std::byte> bytes, std::uint6
     if (kind > static_cast<std::uint32_t>(TarEntryKind::damage)) return std::nullopt;
     entry.kind = static_cast<TarEntryKind>(kind);
     if (text_at > strings_size || name_size + reason_size > strings_size - text_at) return std::nullopt;
-    if (entry.kind == TarEntryKind::member &&
-        (entry.offset > size || entry.size > size - entry.offset || entry.value < bad_label ||
-         entry.value > max_label)) {
+    if (entry.kind == TarEntryKind::member && (entry.offset > size || entry.size > size - entry.offset ||
+                                               entry.value < bad_label || entry.value > max_text_label)) {
       return std::nullopt;
     }
     entry.name.assign(strings + text_at, name_size);
@@ -732,7 +723,7 @@ void TarShards::add_samples(const TarIndex& index, std::uint32_t shard, const Ta
     }
     if (pending.label_bad) {
       ignored_.push_back(
-          {prefix + pending.key + ".cls", "not a decimal class label in 0.." + std::to_string(max_label)});
+          {prefix + pending.key + ".cls", "not a decimal class label in 0.." + std::to_string(max_text_label)});
       return;
     }
     pending.item.key_offset = keys_.size();

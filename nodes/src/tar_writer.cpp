@@ -18,6 +18,8 @@
 #include <system_error>
 #include <utility>
 
+#include "archive_support.hpp"
+#include "dataset_support.hpp"
 #include "file_format.hpp"
 #include "image_files.hpp"
 #include "stoke/nodes/decode.hpp"
@@ -32,10 +34,11 @@ namespace {
 
 constexpr std::uint64_t block = 512;
 constexpr std::uint64_t end_of_archive = 2 * block;  // two zero blocks
-constexpr int max_label = 999999;                    // what TarShards reads from a .cls member
 constexpr int max_width = 20;                        // digits of the largest std::size_t
 
-std::string str(const fs::path& path) { return path.string(); }
+using detail::archive_error;
+using detail::max_text_label;  // what TarShards reads from a .cls member
+using detail::str;
 
 /// A member's size in the shard: its 512-byte ustar header and its data padded to 512 bytes.
 std::uint64_t member_size(std::uint64_t data) { return block + (data + block - 1) / block * block; }
@@ -118,15 +121,6 @@ std::string json_targets(const Sample& sample) {
     }
   }
   return object.dump();
-}
-
-struct ArchiveDeleter {
-  void operator()(archive* a) const noexcept { archive_write_free(a); }
-};
-
-std::string archive_error(archive* a) {
-  const char* text = archive_error_string(a);
-  return text != nullptr ? text : "unknown error";
 }
 
 }  // namespace
@@ -217,7 +211,7 @@ std::vector<TarMember> tar_members(const Sample& sample, std::string image_field
                                 ": carries detection boxes, which tar shards as TarShards reads them "
                                 "do not hold; read the dataset where it is");
   }
-  if (sample.label > max_label) {
+  if (sample.label > max_text_label) {
     throw std::invalid_argument(sample.name + ": label " + std::to_string(sample.label) +
                                 " is above 999999, the largest a .cls member holds for TarShards");
   }
@@ -312,7 +306,7 @@ class TarWriter::Shard {
   fs::path temp_;
   std::int64_t mtime_;
   std::size_t first_;
-  std::unique_ptr<archive, ArchiveDeleter> archive_;
+  detail::ArchiveWriter archive_;
   int fd_ = -1;
   std::uint64_t bytes_ = 0;
   bool committed_ = false;

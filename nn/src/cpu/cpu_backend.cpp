@@ -56,4 +56,10 @@ void require_cpu_f32(const Tensor& t, const char* what) {
   }
 }
 
+void require_cpu_shape(const Tensor& t, const Shape& expected, const std::string& what) {
+  if (t.shape() != expected) {
+    throw std::invalid_argument("CpuBackend: " + what + " is " + t.describe() + "; expected " + to_string(expected));
+  }
+}
+
 }  // namespace stoke::nn

@@ -157,4 +157,8 @@ void for_chunks(std::int64_t n, const Body& body) {
 /// (row-major) order: what every CpuBackend kernel takes.
 void require_cpu_f32(const Tensor& t, const char* what);
 
+/// Throws std::invalid_argument "CpuBackend: <what> is <t>; expected <shape>" unless `t` has the
+/// shape `expected`.
+void require_cpu_shape(const Tensor& t, const Shape& expected, const std::string& what);
+
 }  // namespace stoke::nn

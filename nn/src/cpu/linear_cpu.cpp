@@ -30,13 +30,6 @@ void require_matrix(const Tensor& x) {
   }
 }
 
-void require_shape(const Tensor& t, const Shape& expected, const char* what) {
-  if (t.shape() != expected) {
-    throw std::invalid_argument(std::string("CpuBackend linear: ") + what + " is " + to_string(t.shape()) +
-                                ", expected " + to_string(expected));
-  }
-}
-
 }  // namespace
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) {
@@ -47,12 +40,12 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
   const std::int64_t n = x.dim(0);
   const std::int64_t in = x.dim(1);
   const std::int64_t out = w.dim(0);
-  require_shape(w, {out, in}, "w");
-  require_shape(y, {n, out}, "y");
+  require_cpu_shape(w, {out, in}, "linear's w");
+  require_cpu_shape(y, {n, out}, "linear's y");
   const float* bias = nullptr;
   if (b.defined()) {
     require_cpu_f32(b, "linear_forward's b");
-    require_shape(b, {out}, "b");
+    require_cpu_shape(b, {out}, "linear's b");
     bias = b.data_as<const float>();
   }
   const float* xp = x.data_as<const float>();
@@ -83,15 +76,15 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor&
   const std::int64_t n = x.dim(0);
   const std::int64_t in = x.dim(1);
   const std::int64_t out = w.dim(0);
-  require_shape(w, {out, in}, "w");
-  require_shape(dy, {n, out}, "dy");
+  require_cpu_shape(w, {out, in}, "linear's w");
+  require_cpu_shape(dy, {n, out}, "linear's dy");
   const float* xp = x.data_as<const float>();
   const float* wp = w.data_as<const float>();
   const float* dyp = dy.data_as<const float>();
 
   if (dx.defined()) {
     require_cpu_f32(dx, "linear_backward's dx");
-    require_shape(dx, {n, in}, "dx");
+    require_cpu_shape(dx, {n, in}, "linear's dx");
     float* dxp = dx.data_as<float>();
     // dx {N, in} = dy {N, out} w {out, in}, by blocks of rows of dx.
     isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(2 * in * out)),
@@ -103,7 +96,7 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor&
   }
   if (dw.defined()) {
     require_cpu_f32(dw, "linear_backward's dw");
-    require_shape(dw, {out, in}, "dw");
+    require_cpu_shape(dw, {out, in}, "linear's dw");
     float* dwp = dw.data_as<float>();
     // dw {out, in} += dy^T {out, N} x {N, in}, by blocks of rows of dw (columns of dy).
     isolated_parallel_for(tbb::blocked_range<std::int64_t>(0, out, row_grain(2 * in * n)),
@@ -115,7 +108,7 @@ void CpuBackend::linear_backward(const Tensor& x, const Tensor& w, const Tensor&
   }
   if (db.defined()) {
     require_cpu_f32(db, "linear_backward's db");
-    require_shape(db, {out}, "db");
+    require_cpu_shape(db, {out}, "linear's db");
     // db += the column sums of dy, accumulated in double so a large batch loses nothing.
     std::vector<double> sums(static_cast<std::size_t>(out), 0.0);
     for (std::int64_t i = 0; i < n; ++i) {

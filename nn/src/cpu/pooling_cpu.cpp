@@ -23,13 +23,6 @@ void require_image(const Tensor& t, const char* what) {
   }
 }
 
-void require_shape(const Tensor& t, const Shape& expected, const char* what) {
-  if (t.shape() != expected) {
-    throw std::invalid_argument(std::string("CpuBackend: ") + what + " is " + t.describe() + "; expected " +
-                                to_string(expected));
-  }
-}
-
 Shape pooled_shape(const Pool2dGeometry& g, const Tensor& x) {
   return {x.dim(0), x.dim(1), g.output_size(x.dim(2)), g.output_size(x.dim(3))};
 }
@@ -101,7 +94,7 @@ bool is_plain_2x2(const Pool2dGeometry& g) { return g.kernel == 2 && g.stride ==
 void CpuBackend::max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
   require_image(x, "max_pool2d_forward's x");
   require_image(y, "max_pool2d_forward's y");
-  require_shape(y, pooled_shape(g, x), "max_pool2d_forward's y");
+  require_cpu_shape(y, pooled_shape(g, x), "max_pool2d_forward's y");
   const std::int64_t height = x.dim(2), width = x.dim(3);
   const std::int64_t out_h = y.dim(2), out_w = y.dim(3);
   const float* in = x.data_as<const float>();
@@ -136,9 +129,9 @@ void CpuBackend::max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, c
   require_image(dy, "max_pool2d_backward's dy");
   require_image(dx, "max_pool2d_backward's dx");
   const Shape pooled = pooled_shape(g, x);
-  if (y.defined()) require_shape(y, pooled, "max_pool2d_backward's y");
-  require_shape(dy, pooled, "max_pool2d_backward's dy");
-  require_shape(dx, x.shape(), "max_pool2d_backward's dx");
+  if (y.defined()) require_cpu_shape(y, pooled, "max_pool2d_backward's y");
+  require_cpu_shape(dy, pooled, "max_pool2d_backward's dy");
+  require_cpu_shape(dx, x.shape(), "max_pool2d_backward's dx");
   // The winners are found again from x, by the same scan as forward: that settles ties exactly as
   // forward did, where matching y's values could not.
   const std::int64_t height = x.dim(2), width = x.dim(3);
@@ -186,7 +179,7 @@ void CpuBackend::max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, c
 void CpuBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y) {
   require_image(x, "global_avg_pool_forward's x");
   require_cpu_f32(y, "global_avg_pool_forward's y");
-  require_shape(y, {x.dim(0), x.dim(1)}, "global_avg_pool_forward's y");
+  require_cpu_shape(y, {x.dim(0), x.dim(1)}, "global_avg_pool_forward's y");
   const std::int64_t area = x.dim(2) * x.dim(3);
   const float* in = x.data_as<const float>();
   float* out = y.data_as<float>();
@@ -202,7 +195,7 @@ void CpuBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y) {
 void CpuBackend::global_avg_pool_backward(const Tensor& dy, const Tensor& dx) {
   require_cpu_f32(dy, "global_avg_pool_backward's dy");
   require_image(dx, "global_avg_pool_backward's dx");
-  require_shape(dy, {dx.dim(0), dx.dim(1)}, "global_avg_pool_backward's dy");
+  require_cpu_shape(dy, {dx.dim(0), dx.dim(1)}, "global_avg_pool_backward's dy");
   const std::int64_t area = dx.dim(2) * dx.dim(3);
   const float* grad_out = dy.data_as<const float>();
   float* grad_in = dx.data_as<float>();

@@ -20,10 +20,13 @@ inline constexpr std::size_t tally_slots = 64;
 std::size_t next_tally_slot() noexcept;
 
 /// The calling thread's slot in every Tallies. Called several times per item and stage, so it is
-/// a thread-local read, initial-exec (no call to __tls_get_addr in position-independent code; the
-/// few bytes come from the static TLS surplus when a library holding it is dlopen'ed).
+/// a plain thread-local read: in an executable the linker turns the access into a load from the
+/// thread pointer. It keeps the default TLS model, not initial-exec: a library that holds it may
+/// be dlopen'ed (the Python module), and an initial-exec variable makes the loader place that
+/// library's whole TLS block in the static TLS surplus, where the CUDA runtime's 4 KiB-aligned
+/// block does not fit ("cannot allocate memory in static TLS block").
 [[gnu::always_inline]] inline std::size_t tally_slot() noexcept {
-  static thread_local std::size_t slot __attribute__((tls_model("initial-exec"))) = ~std::size_t{0};
+  static thread_local std::size_t slot = ~std::size_t{0};
   if (slot == ~std::size_t{0}) [[unlikely]]
     slot = next_tally_slot();
   return slot;
