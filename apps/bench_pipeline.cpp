@@ -1,6 +1,7 @@
 // `stoke bench pipeline`: the input pipeline's throughput on a real dataset (read -> decode + fused
 // random resized crop -> flip -> normalize -> batch), by bench::measure_input_pipeline; this file
 // parses the options and prints.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -25,7 +26,7 @@ namespace po = boost::program_options;
 
 namespace {
 
-void print_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
+void print_pipeline_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
   std::printf("input pipeline: %zu items, batch %zu, %dx%d, %d threads, %s decode\n", dataset_size, r.batch_size,
               r.size, r.size, r.threads, r.fuse ? "fused" : "plain");
   std::printf("  batches of %s\n", r.shape.c_str());
@@ -57,11 +58,15 @@ void print_text(const bench::InputPipelineResult& r, std::size_t dataset_size) {
                 r.threads, r.efficiency());
   }
   if (!r.skipped.empty()) {
-    std::printf("  skipped %llu file%s:\n", static_cast<unsigned long long>(r.skipped_count),
-                r.skipped_count == 1 ? "" : "s");
-    for (const auto& s : r.skipped) std::printf("    %s: %s\n", s.file.c_str(), s.reason.c_str());
-    if (r.skipped.size() < r.skipped_count) {
-      std::printf("    ... and %llu more\n", static_cast<unsigned long long>(r.skipped_count - r.skipped.size()));
+    std::uint64_t listed = 0;  // one skip per file and epoch
+    for (const auto& s : r.skipped) listed += std::max<std::size_t>(1, s.epochs.size());
+    std::printf("  skipped %zu file%s:\n", r.skipped.size(), r.skipped.size() == 1 ? "" : "s");
+    for (const auto& s : r.skipped) {
+      const std::string times = s.epochs.size() > 1 ? " (in " + std::to_string(s.epochs.size()) + " epochs)" : "";
+      std::printf("    %s%s: %s\n", s.file.c_str(), times.c_str(), s.reason.c_str());
+    }
+    if (listed < r.skipped_count) {
+      std::printf("    ... and %llu more skips\n", static_cast<unsigned long long>(r.skipped_count - listed));
     }
   }
 }
@@ -195,7 +200,7 @@ int bench_pipeline(int argc, char** argv) {
   if (json) {
     print_json(result);
   } else {
-    print_text(result, dataset->size());
+    print_pipeline_text(result, dataset->size());
   }
   return 0;
 }

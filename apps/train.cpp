@@ -197,11 +197,11 @@ std::string check(TrainConfig& c) {
   return "";
 }
 
-void print_epoch(const EpochSummary& s, const char* busy_name) {
+void print_epoch(const EpochSummary& s) {
   char val_text[48] = "none";  // no validation split, or the epoch was interrupted before it
   if (s.val_top1) std::snprintf(val_text, sizeof val_text, "%.3f (top-5 %.3f)", *s.val_top1, *s.val_top5);
-  std::printf("epoch %lld/%d: train loss %.4f, val top-1 %s, %.0f images/s, %s busy %.0f%% (limited by %s)%s\n",
-              static_cast<long long>(s.epoch), s.epochs, s.train_loss, val_text, s.images_per_sec, busy_name,
+  std::printf("epoch %lld/%d: train loss %.4f, val top-1 %s, %.0f images/s, compute busy %.0f%% (limited by %s)%s\n",
+              static_cast<long long>(s.epoch), s.epochs, s.train_loss, val_text, s.images_per_sec,
               100 * s.train.compute_busy, s.train.bottleneck.empty() ? "-" : s.train.bottleneck.c_str(),
               s.interrupted ? " (interrupted)" : "");
   std::fflush(stdout);
@@ -221,12 +221,16 @@ void print_ranks(const EpochSummary& s) {
 
 void print_skips(const FitResult& r) {
   if (r.skipped == 0) return;
-  std::fprintf(stderr, "stoke train: %llu image%s skipped (unreadable or corrupt)%s\n",
-               static_cast<unsigned long long>(r.skipped), r.skipped == 1 ? "" : "s",
-               r.skipped > r.skipped_files.size()
-                   ? (", the first " + std::to_string(r.skipped_files.size()) + ":").c_str()
-                   : ":");
-  for (const SkippedFile& f : r.skipped_files) std::fprintf(stderr, "  %s: %s\n", f.file.c_str(), f.reason.c_str());
+  std::uint64_t listed = 0;  // skips of the listed files: one per file and epoch
+  for (const SkippedFile& f : r.skipped_files) listed += std::max<std::size_t>(1, f.epochs.size());
+  const std::size_t files = r.skipped_files.size();
+  std::fprintf(stderr, "stoke train: %s%zu file%s skipped (unreadable or corrupt):\n",
+               r.skipped > listed ? "over " : "", files, files == 1 ? "" : "s");
+  for (const SkippedFile& f : r.skipped_files)
+    std::fprintf(stderr, "  %s (%s): %s\n", f.file.c_str(), epochs_text(f.epochs).c_str(), f.reason.c_str());
+  if (r.skipped > listed)
+    std::fprintf(stderr, "  and %llu more skips, of files not listed\n",
+                 static_cast<unsigned long long>(r.skipped - listed));
 }
 
 // The calls past --stall-limit, again at the end (each was also reported when found).
@@ -346,15 +350,18 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
     if (const auto stats = gpu_monitor.stats(); stats.last) return stats.last->utilization_pct / 100.0;
     return std::nullopt;
   };
-  const char* busy_name = machine.device.is_cpu() ? "CPU compute" : "GPU";
+  // The compute step's busy share, as the epoch lines and the report give it; NVML's
+  // utilization beside it on a GPU, under its own name.
   ProgressLine progress_line(!quiet);
   FitCallbacks callbacks;
   callbacks.on_progress = [&](const FitProgress& p) {
     if (p.phase != Phase::train) return;
     const Limit limit = find_limit(p.totals.report.stages, "train", p.totals.seconds);  // this epoch's
+    char gpu_text[48] = "";
+    if (const auto gpu = gpu_busy()) std::snprintf(gpu_text, sizeof gpu_text, ", GPU %.0f%% (NVML)", 100 * *gpu);
     char suffix[160];
-    std::snprintf(suffix, sizeof suffix, "%s busy %.0f%% (limit: %s)", busy_name,
-                  100 * gpu_busy().value_or(limit.compute_busy), limit.stage.empty() ? "-" : limit.stage.c_str());
+    std::snprintf(suffix, sizeof suffix, "compute busy %.0f%%%s (limit: %s)", 100 * limit.compute_busy, gpu_text,
+                  limit.stage.empty() ? "-" : limit.stage.c_str());
     const double loss = p.totals.images > 0 ? p.totals.loss_sum / static_cast<double>(p.totals.images) : 0.0;
     progress_line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(recipe.epochs), p.totals.images,
                        p.pass_images, p.totals.seconds, loss, static_cast<double>(p.lr), suffix);
@@ -367,7 +374,7 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
     if (c.json) {
       print_json(to_json(s));
     } else {
-      print_epoch(s, busy_name);
+      print_epoch(s);
       if (!alone) print_ranks(s);
     }
     return true;

@@ -90,7 +90,7 @@ InputPipelineResult measure_input_pipeline(const nodes::DatasetPtr& dataset, tra
 
 void to_json(nlohmann::ordered_json& json, const InputPipelineResult& r) {
   nlohmann::ordered_json skipped = nlohmann::ordered_json::array(), stages = skipped, decisions = skipped;
-  for (const auto& s : r.skipped) skipped.push_back({{"file", s.file}, {"reason", s.reason}});
+  for (const auto& s : r.skipped) skipped.push_back({{"file", s.file}, {"reason", s.reason}, {"epochs", s.epochs}});
   for (const auto& s : r.report.stages)
     stages.push_back({{"name", s.name}, {"items_out", s.items_out}, {"busy_pct", r.busy_pct(s)}});
   for (const auto& d : r.report.decisions) decisions.push_back(train::to_json(d));

@@ -50,7 +50,7 @@ std::string cuda_version_string(int version) {  // 13000 -> "13.0"
 }
 
 std::string no_visible_device(const char* code_name) {
-  std::string reason = "no CUDA device is visible (";
+  std::string reason = "no GPU: the NVIDIA driver sees no CUDA device (";
   reason += code_name;
   reason += "; check CUDA_VISIBLE_DEVICES";
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) reason += std::string(", now '") + visible + "'";
@@ -132,17 +132,18 @@ std::string cuda_unavailable_reason() {
   if (error == cudaSuccess && count > 0) return {};
   if (error == cudaSuccess || error == cudaErrorNoDevice) return no_visible_device("cudaErrorNoDevice");
   if (error == cudaErrorInsufficientDriver) {
+    // CUDA reports both a missing driver and an old one so; the driver's version tells them apart
+    // (0: no driver library, libcuda.so.1, could be loaded).
     int driver = 0;
     if (cudaDriverGetVersion(&driver) != cudaSuccess) (void)cudaGetLastError();
-    if (driver == 0)
-      return std::string("no CUDA driver was found (cudaErrorInsufficientDriver: ") + cudaGetErrorString(error) + ")";
-    return "the NVIDIA driver supports CUDA up to " + cuda_version_string(driver) +
-           ", but this stoke was built with CUDA " + cuda_version_string(CUDART_VERSION) +
-           " (cudaErrorInsufficientDriver); update the driver";
+    if (driver == 0) return "no GPU: no NVIDIA driver is installed (libcuda.so.1 was not found)";
+    return "the NVIDIA driver is too old: it supports CUDA up to " + cuda_version_string(driver) +
+           ", and this stoke was built with CUDA " + cuda_version_string(CUDART_VERSION) + " (update the driver)";
   }
   return std::string("CUDA cannot be initialized (") + cudaGetErrorName(error) + ": " + cudaGetErrorString(error) + ")";
 #else
-  return "this stoke was built without CUDA (configure with -DSTOKE_CUDA=ON and the CUDA toolkit installed)";
+  return "no GPU support: this stoke was built without CUDA (configure with -DSTOKE_CUDA=ON and the CUDA toolkit "
+         "installed)";
 #endif
 }
 
@@ -172,7 +173,7 @@ DeviceInfo device_info(Device device) {
 Device select_device(std::string_view spec, std::ostream* log) {
   if (spec == "auto") {
     if (cuda_device_count() > 0) return Device::cuda(0);
-    if (log != nullptr) *log << "stoke: no CUDA device (" << cuda_unavailable_reason() << "); running on the CPU\n";
+    if (log != nullptr) *log << "stoke: " << cuda_unavailable_reason() << "; running on the CPU\n";
     return Device::cpu();
   }
   const Device device = parse_device(spec);

@@ -365,8 +365,10 @@ class Loader:
     def stats(self):
         """A dict: the pipeline's stages (busy, starved, blocked seconds, threads), the bottleneck
         ("consumer" when batches wait for the training loop), the scheduler's moves
-        ("decisions"), skipped files ({"file", "reason"}), the seconds the loop waited for batches
-        ("waited_s"), where the loader stands. Counted since the pipeline (re)started."""
+        ("decisions"), "skipped" (one per file and epoch) and "skipped_files" (each file once:
+        {"file", "reason", "epochs"}, the epochs as set_epoch counts them), the seconds the loop
+        waited for batches ("waited_s"), where the loader stands. Counted since the pipeline
+        (re)started."""
         return json.loads(self._native.stats_json())
 
     def write_report(self, path):

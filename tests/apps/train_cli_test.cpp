@@ -23,6 +23,12 @@ using stoke::test::run_stoke;
 using test::TempDir;
 using ::testing::HasSubstr;
 
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -213,19 +219,26 @@ TEST_F(TrainCli, ReadsOptionsFromAConfigFileTheCommandLineWins) {
   EXPECT_THAT(lines[1], HasSubstr("\"final\":true"));
 }
 
-TEST_F(TrainCli, CorruptImagesAreSkippedAndListed) {
+TEST_F(TrainCli, CorruptImagesAreSkippedAndListedOnceWithTheirEpochs) {
   const fs::path first_class = *fs::directory_iterator(data() / "train");
   test::write_text(first_class / "broken.jpg", "this is no JPEG");
-  auto args = base(1);
+  auto args = base(2);
   args.insert(args.end(),
               {"--trace", (dir_.path() / "trace.json").string(), "--report", (dir_.path() / "run.html").string()});
   const auto run = run_stoke(scratch(), args);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto lines = lines_of(run.out);
-  ASSERT_EQ(lines.size(), 2u) << run.out;
+  ASSERT_EQ(lines.size(), 3u) << run.out;
   EXPECT_THAT(lines[0], HasSubstr("\"skipped\":1"));
-  EXPECT_THAT(lines[1], HasSubstr("broken.jpg"));
-  EXPECT_THAT(run.err, HasSubstr("broken.jpg"));
+  EXPECT_THAT(lines[1], HasSubstr("\"skipped\":1"));
+  // The run's total counts a skip per epoch, and lists the file once with both epochs.
+  EXPECT_THAT(lines[2], HasSubstr("\"skipped\":2,"));
+  EXPECT_THAT(lines[2], HasSubstr("broken.jpg\",\"reason\":"));
+  EXPECT_THAT(lines[2], HasSubstr("\"epochs\":[1,2]"));
+  EXPECT_EQ(count_of(lines[2], "broken.jpg"), 1u) << lines[2];
+  EXPECT_THAT(run.err, HasSubstr("stoke train: 1 file skipped (unreadable or corrupt):\n"));
+  EXPECT_THAT(run.err, HasSubstr("broken.jpg (epochs 1, 2): decode: "));
+  EXPECT_EQ(count_of(run.err, "broken.jpg"), 1u) << run.err;
   EXPECT_THAT(bytes_of(dir_.path() / "trace.json"), HasSubstr("traceEvents"));
   // By policy, the same file ends the run instead, naming it.
   auto strict = base(1);
@@ -236,7 +249,8 @@ TEST_F(TrainCli, CorruptImagesAreSkippedAndListed) {
   // The report: one self-contained page listing the skipped file (scripts/check-report.sh renders
   // it in headless Chromium).
   const std::string report = bytes_of(dir_.path() / "run.html");
-  EXPECT_THAT(report, HasSubstr("broken.jpg"));
+  EXPECT_THAT(report, HasSubstr("broken.jpg</td><td>epoch 1 train, epoch 2 train</td>"));
+  EXPECT_THAT(report, HasSubstr("<div class=\"k\">files skipped</div><div class=\"v\">1</div>"));
   EXPECT_THAT(report, HasSubstr("small_cnn"));
   EXPECT_THAT(report, ::testing::Not(HasSubstr("http")));
 }

@@ -150,11 +150,14 @@ std::vector<FilePrediction> classify_files(const InferenceModel& model, const st
       {.stage = "classify", .progress = {}, .window = {}});
   const graph::RunReport& report = totals.report;
 
-  // Why each file failed; the pipeline's positions are the items' indices (no shuffling).
-  const std::vector<SkippedFile>& skips = totals.skipped_files;
-  for (std::size_t k = 0; k < skips.size(); ++k) {
-    const std::uint64_t i = report.skipped_items[k].index;
-    if (i < out.size()) out[i].error = skips[k].reason;
+  // Why each file failed; the pipeline's positions are the items' indices (no shuffling), and
+  // skipped_files lists each file once (a file given twice fails twice, for the same reason).
+  for (const graph::SkippedItem& item : report.skipped_items) {
+    if (item.index >= out.size()) continue;
+    const std::string& file = dataset->name(static_cast<std::size_t>(item.index));
+    const auto it = std::find_if(totals.skipped_files.begin(), totals.skipped_files.end(),
+                                 [&](const SkippedFile& f) { return f.file == file; });
+    if (it != totals.skipped_files.end()) out[item.index].error = it->reason;
   }
   for (std::size_t i = 0; i < files.size(); ++i) {
     out[i].file = files[i];

@@ -251,9 +251,10 @@ void accumulate(FitResult& result, const EpochSummary& s, std::size_t max_listed
   result.seconds += s.train.seconds + s.val.seconds;
   result.skipped += s.skipped;
   for (const EpochTotals* totals : {&s.train, &s.val}) {
-    for (const SkippedFile& f : totals->skipped_files) {
-      if (result.skipped_files.size() < max_listed_skips) result.skipped_files.push_back(f);
-    }
+    // Each file once, with the run's epochs (from 1) it was skipped in.
+    std::vector<SkippedFile> files = totals->skipped_files;
+    for (SkippedFile& f : files) f.epochs = {s.epoch};
+    merge_skipped_files(result.skipped_files, files, max_listed_skips);
     result.stalls.insert(result.stalls.end(), totals->report.stalls.begin(), totals->report.stalls.end());
   }
   result.checkpoint = s.checkpoint;

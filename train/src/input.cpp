@@ -286,7 +286,7 @@ std::string item_file(const Input& input, const InputConfig& config, std::uint64
 }
 
 std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input, const InputConfig& config) {
-  std::vector<SkippedFile> out;
+  std::vector<SkippedFile> named;
   const std::size_t per_epoch = input.order.per_epoch();
   std::optional<std::uint64_t> epoch;
   std::vector<std::uint64_t> order;
@@ -296,12 +296,41 @@ std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input&
       epoch = config.first_epoch + position / per_epoch;
       order = input.order.indices(static_cast<std::uint32_t>(*epoch));
     }
-    const std::string file = input.dataset->name(static_cast<std::size_t>(order[position % per_epoch]));
+    std::string file = input.dataset->name(static_cast<std::size_t>(order[position % per_epoch]));
     std::string reason = item.reason;
     if (reason.rfind(file + ": ", 0) == 0) reason.erase(0, file.size() + 2);
-    out.push_back({file, item.stage + ": " + reason});
+    named.push_back({std::move(file), item.stage + ": " + reason, {static_cast<std::int64_t>(*epoch)}});
   }
+  std::vector<SkippedFile> out;
+  merge_skipped_files(out, named, named.size());
   return out;
+}
+
+std::uint64_t merge_skipped_files(std::vector<SkippedFile>& into, const std::vector<SkippedFile>& more,
+                                  std::size_t max_files) {
+  std::uint64_t unlisted = 0;
+  for (const SkippedFile& f : more) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const SkippedFile& x) { return x.file == f.file; });
+    if (it == into.end()) {
+      if (into.size() >= max_files) {
+        unlisted += std::max<std::size_t>(1, f.epochs.size());
+        continue;
+      }
+      it = into.insert(into.end(), SkippedFile{f.file, f.reason, {}});
+    }
+    for (const std::int64_t e : f.epochs) {
+      auto at = std::lower_bound(it->epochs.begin(), it->epochs.end(), e);
+      if (at == it->epochs.end() || *at != e) it->epochs.insert(at, e);
+    }
+  }
+  return unlisted;
+}
+
+std::string epochs_text(const std::vector<std::int64_t>& epochs) {
+  if (epochs.empty()) return {};
+  std::string text = epochs.size() == 1 ? "epoch " : "epochs ";
+  for (std::size_t i = 0; i < epochs.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(epochs[i]);
+  return text;
 }
 
 }  // namespace stoke::train

@@ -45,7 +45,8 @@ Json to_json(const EpochSummary& s) {
 
 Json to_json(const FitResult& r) {
   Json files = Json::array();
-  for (const SkippedFile& f : r.skipped_files) files.push_back({{"file", f.file}, {"reason", f.reason}});
+  for (const SkippedFile& f : r.skipped_files)
+    files.push_back({{"file", f.file}, {"reason", f.reason}, {"epochs", f.epochs}});
   Json stalls = Json::array();
   for (const graph::Stall& s : r.stalls) {
     stalls.push_back({{"stage", s.stage},

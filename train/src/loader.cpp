@@ -9,8 +9,8 @@
 #include <exception>
 #include <mutex>
 #include <stdexcept>
-#include <stoke/graph/pipeline.hpp>
 #include <stoke/graph/atomic_file.hpp>
+#include <stoke/graph/pipeline.hpp>
 #include <thread>
 #include <utility>
 
@@ -402,7 +402,8 @@ nlohmann::ordered_json to_json(const LoaderStats& s, const LoaderPosition& posit
                       {"concurrency", stage.concurrency}});
   }
   for (const graph::Decision& d : s.decisions) decisions.push_back(to_json(d));
-  for (const SkippedFile& f : s.skipped_files) skipped.push_back({{"file", f.file}, {"reason", f.reason}});
+  for (const SkippedFile& f : s.skipped_files)
+    skipped.push_back({{"file", f.file}, {"reason", f.reason}, {"epochs", f.epochs}});
   return {{"loader", "stoke"},
           {"batches", s.batches},
           {"images", s.images},

@@ -36,6 +36,10 @@ constexpr std::size_t page = 4096;             // cudaHostAlloc's
 // Larger requests fail as out of memory without asking the host (ASan aborts above 1 TiB).
 constexpr std::size_t max_host_block = std::size_t{64} << 30;
 
+// The simulated driver's CUDA version (set_driver_version): 0 is no driver, below CUDART_VERSION
+// one too old for this runtime; either way cudaGetDeviceCount fails, as the real runtime's does.
+std::atomic<int> driver_version{CUDART_VERSION};
+
 thread_local int current_device = 0;
 thread_local cudaError_t last_error = cudaSuccess;
 
@@ -341,7 +345,10 @@ cudaError_t fail_device(cudaStream_t stream, cudaError_t error) {
       "stoke::gpu::sim::fail_device");
 }
 
+void set_driver_version(int version) { driver_version.store(version); }
+
 void reset_device() {
+  driver_version.store(CUDART_VERSION);
   Runtime& rt = runtime();
   const std::lock_guard lock(rt.mutex);
   rt.sticky = cudaSuccess;
@@ -414,6 +421,10 @@ const char* cudaGetErrorString(cudaError_t error) {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return fail(cudaErrorInvalidValue);
+  if (driver_version.load() < CUDART_VERSION) {
+    *count = 0;
+    return fail(cudaErrorInsufficientDriver);
+  }
   *count = device_count;
   return cudaSuccess;
 }
@@ -432,7 +443,7 @@ cudaError_t cudaSetDevice(int device) {
 
 cudaError_t cudaDriverGetVersion(int* version) {
   if (version == nullptr) return fail(cudaErrorInvalidValue);
-  *version = CUDART_VERSION;
+  *version = driver_version.load();
   return cudaSuccess;
 }
 

@@ -64,8 +64,14 @@ void set_copy_latency(std::chrono::microseconds latency);
 /// yet run never runs.
 cudaError_t fail_device(cudaStream_t stream, cudaError_t error);
 
+/// Simulates the machine's NVIDIA driver: `version` is the CUDA version it supports (12040 for
+/// 12.4), 0 for no driver at all. Below the runtime's own version (CUDART_VERSION, the default),
+/// cudaGetDeviceCount fails with cudaErrorInsufficientDriver, as CUDA's does for both a missing
+/// and an old driver, and cudaDriverGetVersion reports `version`. reset_device() restores it.
+void set_driver_version(int version);
+
 /// Clears the sticky error (what cudaDeviceReset does for a real device, minus destroying the
-/// handles, which their owners still release), and fail_host_alloc_after().
+/// handles, which their owners still release), fail_host_alloc_after() and set_driver_version().
 void reset_device();
 
 }  // namespace stoke::gpu::sim

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <future>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -16,6 +17,7 @@
 #include "../device_stages_test_support.hpp"
 #include "fake_cudart.hpp"
 #include "stoke/gpu/convert.hpp"
+#include "stoke/gpu/device.hpp"
 #include "stoke/gpu/error.hpp"
 #include "stoke/gpu/event.hpp"
 #include "stoke/gpu/memory.hpp"
@@ -48,6 +50,36 @@ class Gate {
  private:
   std::promise<void> opened_;
 };
+
+// ---- the CPU fallback's one line ---------------------------------------------------------------
+
+/// What select_device("auto") logs when it falls back to the CPU.
+std::string fallback_line() {
+  std::ostringstream log;
+  EXPECT_EQ(select_device("auto", &log), Device::cpu());
+  return log.str();
+}
+
+TEST_F(Runtime, TheCpuFallbackSaysNoGpuWhenThereIsNoDriver) {
+  sim::set_driver_version(0);
+  EXPECT_EQ(fallback_line(),
+            "stoke: no GPU: no NVIDIA driver is installed (libcuda.so.1 was not found); running on the CPU\n");
+}
+
+TEST_F(Runtime, TheCpuFallbackSaysTheDriverIsTooOldAndWhichVersionsMeet) {
+  sim::set_driver_version(12040);
+  const std::string line = fallback_line();
+  EXPECT_EQ(line,
+            "stoke: the NVIDIA driver is too old: it supports CUDA up to 12.4, and this stoke was built with CUDA " +
+                std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                " (update the driver); running on the CPU\n");
+  EXPECT_EQ(line.find("no GPU"), std::string::npos) << "an old driver is not a missing GPU";
+}
+
+TEST_F(Runtime, WithADriverOfItsOwnVersionTheDeviceIsUsed) {
+  EXPECT_EQ(select_device("auto"), gpu0);
+  EXPECT_EQ(cuda_unavailable_reason(), "");
+}
 
 // ---- the simulator itself ------------------------------------------------------------------------
 

@@ -59,8 +59,11 @@ bool built_with_cuda() noexcept;
 /// CUDA devices usable now: 0 without CUDA in the build, without a driver, or without a device.
 int cuda_device_count() noexcept;
 
-/// Why no CUDA device can be used, e.g. "no CUDA driver was found (cudaErrorInsufficientDriver)",
-/// "this stoke was built without CUDA"; empty when cuda_device_count() > 0.
+/// Why no CUDA device can be used, one clause that tells the cases apart: "no GPU: no NVIDIA
+/// driver is installed (...)", "no GPU: the NVIDIA driver sees no CUDA device (...)", "the NVIDIA
+/// driver is too old: it supports CUDA up to 12.4, and this stoke was built with CUDA 13.0 (update
+/// the driver)", "no GPU support: this stoke was built without CUDA (...)", or "CUDA cannot be
+/// initialized (<error>)"; empty when cuda_device_count() > 0.
 std::string cuda_unavailable_reason();
 
 /// Facts about a device. Throws DeviceError for a CUDA device that does not exist.
@@ -72,7 +75,8 @@ Device parse_device(std::string_view spec);
 
 /// The device a run should use:
 /// - "auto": cuda:0 when a CUDA device is usable, else the CPU, and one line on `log` (if not null)
-///   saying why, e.g. "stoke: no CUDA device (no CUDA driver was found); running on the CPU".
+///   saying why: "stoke: " + cuda_unavailable_reason() + "; running on the CPU", e.g. "stoke: no
+///   GPU: no NVIDIA driver is installed (libcuda.so.1 was not found); running on the CPU".
 /// - "cpu": the CPU, and one line on `log` saying it was asked for.
 /// - "cuda" / "cuda:N": that device; DeviceError when it does not exist, naming the devices that
 ///   do ("cuda:2 does not exist: this machine has 1 CUDA device (cuda:0)") or why there are none.

@@ -191,10 +191,12 @@ struct FitResult {
   std::optional<double> val_top1{};  ///< the last validated epoch's
   std::optional<double> val_top5{};
   std::optional<double> best_val_top1{};
-  std::int64_t images = 0;  ///< training images stepped on in this run
-  double seconds = 0;       ///< in the passes (training and validation)
-  std::uint64_t skipped = 0;
-  std::vector<SkippedFile> skipped_files{};  ///< the first FitOptions::max_listed_skips
+  std::int64_t images = 0;    ///< training images stepped on in this run
+  double seconds = 0;         ///< in the passes (training and validation)
+  std::uint64_t skipped = 0;  ///< skips: a file skipped in two epochs counts twice
+  /// The first FitOptions::max_listed_skips files skipped, each once with the epochs (from 1) it
+  /// was skipped in.
+  std::vector<SkippedFile> skipped_files{};
   /// Pipeline calls that ran past InputConfig::stall's limit (the item: its file), every pass's.
   std::vector<graph::Stall> stalls{};
   std::filesystem::path checkpoint{};  ///< the newest written, the one to resume from; empty when none

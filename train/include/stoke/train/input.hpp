@@ -140,11 +140,26 @@ nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& 
 /// completed) when config.autotune.
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config);
 
-/// A skipped item named: the file (the dataset's name for it) and the stage's reason.
+/// A file a run left out: the file (the dataset's name for it), the stage's reason (the first
+/// time's), and the epochs it was left out in, in order -- a file is listed once however many
+/// epochs skip it. The epochs are numbered as the run numbers them: name_skips and a Loader give
+/// the input's epochs (from 0, as InputConfig::first_epoch and Loader::set_epoch count); fit()'s
+/// results give its own (from 1, as EpochSummary::epoch).
 struct SkippedFile {
   std::string file;
   std::string reason;
+  std::vector<std::int64_t> epochs{};
 };
+
+/// Adds `more` to `into`, one entry per file: a file `into` lists already gains `more`'s epochs
+/// (kept in order, each once); a new file is appended while `into` lists fewer than `max_files`.
+/// Returns the skips (one per file and epoch) that found no room.
+std::uint64_t merge_skipped_files(std::vector<SkippedFile>& into, const std::vector<SkippedFile>& more,
+                                  std::size_t max_files);
+
+/// "epoch 3" or "epochs 1, 2, 5" (empty without any): how the CLI and the report say when a file
+/// was skipped.
+std::string epochs_text(const std::vector<std::int64_t>& epochs);
 
 /// The dataset's name (a file) for the item at stream position `index` of a run of `input` made
 /// with `config` (its first epoch and start position). After the batch stage, a batch's index is
@@ -152,7 +167,8 @@ struct SkippedFile {
 std::string item_file(const Input& input, const InputConfig& config, std::uint64_t index);
 
 /// The files behind report.skipped_items (which the graph names by stream position) of a run of
-/// `input` made with `config` (its start position).
+/// `input` made with `config` (its start position), each once with the input epochs it was skipped
+/// in, in the order they were first skipped.
 std::vector<SkippedFile> name_skips(const graph::RunReport& report, const Input& input, const InputConfig& config);
 
 /// Chains source -> read -> decode (+augment) -> batch onto `pipe` (built with

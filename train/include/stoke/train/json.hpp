@@ -22,17 +22,19 @@ nlohmann::ordered_json json_number(std::optional<double> value);
 nlohmann::ordered_json to_json(const EpochSummary& summary);
 
 /// The run: final (true), epochs, val_top1, val_top5, best_val_top1 (0 without validation),
-/// images, seconds, images_per_sec, skipped, skipped_files [{file, reason}],
+/// images, seconds, images_per_sec, skipped (one per file and epoch), skipped_files [{file, reason,
+/// epochs}] (each file once, with the epochs from 1 it was skipped in),
 /// stalls [{stage, item, file, seconds}], checkpoint,
 /// interrupted.
 nlohmann::ordered_json to_json(const FitResult& result);
 
-/// One move of the scheduler (this and the next are defined in loader.cpp): at_s, kind, stage ("in-flight" for the in-flight limit), from, to,
-/// why, revert.
+/// One move of the scheduler (this and the next are defined in loader.cpp): at_s, kind, stage ("in-flight" for the
+/// in-flight limit), from, to, why, revert.
 nlohmann::ordered_json to_json(const graph::Decision& decision);
 
 /// A Loader's stats and position: loader, batches, images, seconds, waited_s, bottleneck, epoch,
-/// position, skipped, skipped_files [{file, reason}], max_in_flight, stages [{name, items_out,
+/// position, skipped, skipped_files [{file, reason, epochs}] (each file once, with the epochs from 0
+/// it was skipped in), max_in_flight, stages [{name, items_out,
 /// skipped, busy_s, starved_s, blocked_s, concurrency}], decisions. What Loader::write_report
 /// writes and stoke.Loader.stats() returns.
 nlohmann::ordered_json to_json(const LoaderStats& stats, const LoaderPosition& position);
