@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that a `stoke train --report` page renders: loads it in headless Chromium, offline, and
-# checks that its script drew every plot without an error (it marks <body data-rendered="ok">).
+# checks that its script drew every plot without an error (it marks <body data-rendered="ok">),
+# and that the compute busy it draws agrees with its summary card and its epoch table.
 # With --screenshot, also writes a PNG of the whole page (next to the report, or at PNG).
 #
 #   scripts/check-report.sh run.html [--screenshot[=PNG]]
@@ -119,8 +120,29 @@ if ((${#missing[@]} > 0)); then
   exit 1
 fi
 
+# The compute busy while training, three ways that must agree: the summary's card, the mean of
+# the line the throughput plot drew, and the epoch table's (the plot marks the last two on itself).
+card="$(tr '\n' ' ' <"${dom}" |
+  sed -n 's/.*<div class="k">compute busy, training<\/div><div class="v">\([0-9.]*\)%<\/div>.*/\1/p')"
+drawn="$(sed -n 's/.*data-compute-busy-drawn="\([0-9.]*\)".*/\1/p' "${dom}" | head -n 1)"
+epochs="$(sed -n 's/.*data-compute-busy-epochs="\([0-9.]*\)".*/\1/p' "${dom}" | head -n 1)"
+busy_text=""
+if [[ -n "${card}" && -n "${drawn}" ]]; then
+  # Within 5 points: the card and the plot weigh the same samples, the table whole passes.
+  if ! awk -v card="${card}" -v drawn="${drawn}" -v epochs="${epochs}" 'BEGIN {
+      bad = (card - 100 * drawn > 5 || 100 * drawn - card > 5)
+      if (epochs != "") bad = bad || (card - 100 * epochs > 5 || 100 * epochs - card > 5)
+      exit bad }'; then
+    echo "check-report: ${report}: the compute busy disagrees: the summary says ${card}%, the plot draws" \
+      "$(awk -v d="${drawn}" 'BEGIN { printf "%.1f", 100 * d }')% on average" \
+      "${epochs:+and the epoch table has $(awk -v e="${epochs}" 'BEGIN { printf "%.1f", 100 * e }')%}" >&2
+    exit 1
+  fi
+  busy_text=", compute busy ${card}% in the summary, plot and epoch table alike"
+fi
+
 markers="$( (grep -o 'class="marker"' "${dom}" || true) | wc -l)"
-echo "check-report: ${report} renders: 5 plots drawn, ${markers} scheduler move(s) on the timeline"
+echo "check-report: ${report} renders: 5 plots drawn, ${markers} scheduler move(s) on the timeline${busy_text}"
 
 if [[ -n "${screenshot}" ]]; then
   # The whole page: as tall as the page said it was at this width.

@@ -3,20 +3,20 @@
 // what it embeds, and record_fit feeding one from a training run.
 #include "stoke/train/report.hpp"
 
-#include "stoke/train/json.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dataset_test_support.hpp"
+#include "stoke/train/json.hpp"
 #include "train_test_support.hpp"
 
 namespace stoke::train {
@@ -76,15 +76,16 @@ TEST(RunRecorder, TurnsCumulativeCountersIntoRatesPerInterval) {
   RunRecorder rec;
   rec.begin_phase(10.0, 1, "train");
   // One second in: decode (2 calls allowed) was busy 1.5 s in all, i.e. 75% of what it may use.
-  rec.sample(
-      11.0, 100,
-      {stage("read", 500ms, 200ms, 100ms), stage("decode", 1500ms, 0ms, 300ms, 2), stage("train", 900ms, 50ms, 0ms)},
-      0.8);
+  // The compute stage is the one named as the phase, not the last one (run_epoch's results stage).
+  rec.sample(11.0, 100,
+             {stage("read", 500ms, 200ms, 100ms), stage("decode", 1500ms, 0ms, 300ms, 2),
+              stage("train", 900ms, 50ms, 0ms), stage("train results", 1ms, 900ms, 0ms)},
+             0.8);
   // Two seconds later, from the first sample's counters.
-  rec.sample(
-      13.0, 500,
-      {stage("read", 700ms, 1200ms, 100ms), stage("decode", 3500ms, 0ms, 300ms, 2), stage("train", 2900ms, 50ms, 0ms)},
-      std::nullopt);
+  rec.sample(13.0, 500,
+             {stage("read", 700ms, 1200ms, 100ms), stage("decode", 3500ms, 0ms, 300ms, 2),
+              stage("train", 2900ms, 50ms, 0ms), stage("train results", 2ms, 2900ms, 0ms)},
+             std::nullopt);
 
   const auto samples = rec.samples();
   ASSERT_EQ(samples.size(), 2u);
@@ -95,14 +96,14 @@ TEST(RunRecorder, TurnsCumulativeCountersIntoRatesPerInterval) {
   EXPECT_DOUBLE_EQ(a.images_per_sec, 100.0);
   ASSERT_TRUE(a.gpu_busy.has_value());
   EXPECT_DOUBLE_EQ(*a.gpu_busy, 0.8);
-  ASSERT_EQ(a.stages.size(), 3u);
+  ASSERT_EQ(a.stages.size(), 4u);
   EXPECT_EQ(a.stages[0].name, "read");
   EXPECT_DOUBLE_EQ(a.stages[0].busy, 0.5);
   EXPECT_DOUBLE_EQ(a.stages[0].starved, 0.2);
   EXPECT_DOUBLE_EQ(a.stages[0].blocked, 0.1);
   EXPECT_DOUBLE_EQ(a.stages[1].busy, 0.75);
   EXPECT_DOUBLE_EQ(a.stages[1].blocked, 0.3);
-  EXPECT_DOUBLE_EQ(a.compute_busy, 0.9);  // the last stage, the compute step
+  EXPECT_DOUBLE_EQ(a.compute_busy, 0.9);  // the compute step's, "train"
 
   const auto& b = samples[1];
   EXPECT_DOUBLE_EQ(b.interval, 2.0);
@@ -202,9 +203,9 @@ TEST(RunRecorder, EndPhaseRecordsTheReportsMovesAndSkipsWithinBounds) {
   EXPECT_THAT(data, HasSubstr(R"("t":2.5,"phase":0,"kind":"grow","stage":"decode","from":1,"to":2)"));
   EXPECT_THAT(data, Not(HasSubstr("still starved")));  // beyond the one move listed...
   const std::string page = rec.html("t", {});
-  EXPECT_THAT(page, HasSubstr("and 1 more, not listed"));  // ...but counted
-  EXPECT_EQ(count(page, "bad.jpg: not a JPEG"), 3u);       // the first three skips listed...
-  EXPECT_THAT(page, HasSubstr("and 4 more, not listed"));  // ...of seven
+  EXPECT_THAT(page, HasSubstr("and 1 more, not listed"));                 // ...but counted
+  EXPECT_EQ(count(page, "bad.jpg: not a JPEG"), 3u);                      // the first three skips listed...
+  EXPECT_THAT(page, HasSubstr("and 4 more skips, of files not listed"));  // ...of seven
 
   // Moves given live are not counted again from the report.
   RunRecorder live;
@@ -351,6 +352,61 @@ TEST(RecordFit, RecordsEachPassAndWritesThePageAfterEachEpoch) {
   EXPECT_EQ(count(data, R"("name":"evaluate","start")"), 2u);
   EXPECT_THAT(data, HasSubstr(R"("epoch":2,"train_loss")"));
   EXPECT_THAT(read(page), HasSubstr("<code>small_cnn</code>"));
+}
+
+TEST(RecordFit, TheComputeBusyOfTheSummaryThePlotAndTheEpochTableAgree) {
+  const test::TempDir dir;
+  const fs::path root = test::write_tiny_shapes(dir);
+  test::TinyRun run(16, 2);  // report_gpu_test does the same on a GPU
+  RunRecorder rec;
+  std::vector<double> cli;  // what `stoke train` prints per epoch
+  FitCallbacks callbacks;
+  callbacks.on_epoch = [&](const EpochSummary& s) {
+    cli.push_back(s.train.compute_busy);
+    return true;
+  };
+  const fs::path page = dir / "run.html";
+  fit(run.trainer, open_dataset(root / "train"), open_dataset(root / "val"), run.options,
+      record_fit(rec, std::move(callbacks), {.html = page, .title = "tiny", .settings = {}}));
+
+  const auto data = nlohmann::json::parse(data_of(read(page)));
+  ASSERT_EQ(data["epochs"].size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e)
+    EXPECT_NEAR(data["epochs"][e]["compute_busy"].get<double>(), cli[e], 1e-3) << "the table is what the CLI prints";
+  const test::ReportBusy busy = test::report_busy(read(page));
+  // All three are the compute stage's ("train"), not the results stage's after it, which the
+  // summary and the plot once took for it (0.1% where the table said 100%).
+  ASSERT_GE(busy.train_stage, 0);
+  EXPECT_NEAR(busy.table, busy.train_stage, 0.05) << "the epoch table is the train stage's";
+  EXPECT_NEAR(busy.card, busy.drawn, 0.002) << "the card is the plot's mean";
+  EXPECT_NEAR(busy.card, busy.table, 0.05) << "the card and the epoch table";
+  EXPECT_EQ(busy.gpu_card, -1) << "no GPU card without NVML";
+}
+
+TEST(RecordFit, TheGpusUtilizationIsACardAndALineOfItsOwnBesideTheComputeBusy) {
+  const test::TempDir dir;
+  const fs::path root = test::write_tiny_shapes(dir);
+  test::TinyRun run(16, 1);
+  RunRecorder rec;
+  const fs::path page = dir / "run.html";
+  fit(run.trainer, open_dataset(root / "train"), open_dataset(root / "val"), run.options,
+      record_fit(rec, {},
+                 {.html = page, .title = "t", .settings = {}, .gpu_busy = [] { return std::optional<double>(0.37); }}));
+  const test::ReportBusy busy = test::report_busy(read(page));
+  EXPECT_NEAR(busy.gpu_card, 0.37, 1e-9);
+  // The compute busy is still the compute step's, not NVML's.
+  EXPECT_NEAR(busy.table, busy.train_stage, 0.05);
+  EXPECT_NEAR(busy.card, busy.drawn, 0.002);
+  EXPECT_NEAR(busy.card, busy.table, 0.05);
+  const auto data = nlohmann::json::parse(data_of(read(page)));
+  EXPECT_TRUE(data["gpu_known"].get<bool>());
+  std::size_t drawn = 0;  // the plot's GPU line: the samples taken while training
+  for (const auto& v : data["samples"]["gpu"]) {
+    if (v.is_null()) continue;
+    EXPECT_NEAR(v.get<double>(), 0.37, 1e-9);
+    ++drawn;
+  }
+  EXPECT_GT(drawn, 0u);
 }
 
 }  // namespace

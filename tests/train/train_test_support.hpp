@@ -1,11 +1,13 @@
 // What the stoke::train tests share: a tiny shapes dataset on disk and a small CNN with its
-// trainer on the CPU backend, so that each test trains or evaluates in a fraction of a second.
+// trainer on the CPU backend (or a given device), so that each test trains or evaluates in a
+// fraction of a second; and what a report page says about the compute busy.
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/models.hpp>
@@ -59,13 +61,71 @@ inline std::string bytes_of(const std::filesystem::path& path) {
   return bytes.str();
 }
 
+/// The compute busy (0..1) of a `stoke train --report` page, the three ways it shows it: the
+/// summary's card, the mean of the throughput plot's series over the training phases weighted by
+/// their intervals (what the page's script draws), and the epoch table's, each epoch weighted by
+/// its training phase's length; and the GPU (NVML) card. -1 for what the page lacks.
+struct ReportBusy {
+  double card = -1;
+  double drawn = -1;
+  double table = -1;
+  double gpu_card = -1;
+  /// The stage named "train" in the training phases' totals, weighted by their lengths: what the
+  /// three above are all meant to be (not the "train results" stage after it).
+  double train_stage = -1;
+};
+
+inline ReportBusy report_busy(const std::string& page) {
+  const auto card = [&](const std::string& label) {
+    const std::string open = "<div class=\"k\">" + label + "</div><div class=\"v\">";
+    const auto at = page.find(open);
+    return at == std::string::npos ? -1.0 : std::stod(page.substr(at + open.size())) / 100;
+  };
+  const std::string open = "<script type=\"application/json\" id=\"report-data\">";
+  const auto begin = page.find(open);
+  if (begin == std::string::npos) return {};
+  const auto end = page.find("</script>", begin);
+  const auto data = nlohmann::json::parse(page.substr(begin + open.size(), end - begin - open.size()));
+  const auto& phases = data["phases"];
+  const auto& samples = data["samples"];
+
+  ReportBusy busy{.card = card("compute busy, training"), .gpu_card = card("GPU busy (NVML), training")};
+  double sum = 0, time = 0;
+  for (std::size_t i = 0; i < samples["t"].size(); ++i) {
+    if (phases[samples["phase"][i].get<std::size_t>()]["name"] != "train") continue;
+    sum += samples["compute"][i].get<double>() * samples["dt"][i].get<double>();
+    time += samples["dt"][i].get<double>();
+  }
+  if (time > 0) busy.drawn = sum / time;
+  sum = time = 0;
+  for (const auto& e : data["epochs"]) {
+    for (const auto& p : phases) {
+      if (p["epoch"] != e["epoch"] || p["name"] != "train") continue;
+      sum += e["compute_busy"].get<double>() * p["elapsed"].get<double>();
+      time += p["elapsed"].get<double>();
+    }
+  }
+  if (time > 0) busy.table = sum / time;
+  sum = time = 0;
+  for (const auto& p : phases) {
+    if (p["name"] != "train") continue;
+    for (const auto& stage : p["stages"]) {
+      if (stage["name"] != "train") continue;
+      sum += stage["busy"].get<double>() * p["elapsed"].get<double>();
+      time += p["elapsed"].get<double>();
+    }
+  }
+  if (time > 0) busy.train_stage = sum / time;
+  return busy;
+}
+
 /// The small CNN on the CPU at 16 px with a trainer for `epochs` epochs of `images` images in
 /// batches of 4: the same weights, schedule and seeds for every instance.
 struct TinyRun {
   static constexpr std::size_t batch = 4;
 
-  TinyRun(std::size_t images, int epochs)
-      : backend(nn::make_backend(gpu::Device::cpu())),
+  TinyRun(std::size_t images, int epochs, gpu::Device device = gpu::Device::cpu())
+      : backend(nn::make_backend(device)),
         model(nn::make_model("small_cnn", {.classes = 2, .seed = 3, .width = 8})),
         trainer(*model, *backend,
                 {.sgd = {},

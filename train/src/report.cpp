@@ -56,6 +56,13 @@ RunRecorder::Sample merge(const RunRecorder::Sample& a, const RunRecorder::Sampl
   return m;
 }
 
+/// The busy fraction of the stage named `compute_stage`, else of the last stage (0 without any).
+double compute_busy_of(const std::vector<StageSample>& stages, const std::string& compute_stage) {
+  auto it = std::find_if(stages.begin(), stages.end(), [&](const StageSample& s) { return s.name == compute_stage; });
+  if (it != stages.end()) return it->busy;
+  return stages.empty() ? 0 : stages.back().busy;
+}
+
 }  // namespace
 
 RunRecorder::RunRecorder(std::size_t max_samples, std::size_t max_moves, std::size_t max_skips)
@@ -64,18 +71,19 @@ RunRecorder::RunRecorder(std::size_t max_samples, std::size_t max_moves, std::si
     throw std::invalid_argument("RunRecorder: max_samples is " + std::to_string(max_samples) + "; give 16 or more");
 }
 
-void RunRecorder::begin_phase(double seconds, int epoch, std::string phase) {
+void RunRecorder::begin_phase(double seconds, int epoch, std::string phase, std::string compute_stage) {
   std::lock_guard lock(mutex_);
-  begin_phase_locked(seconds, epoch, std::move(phase));
+  begin_phase_locked(seconds, epoch, std::move(phase), std::move(compute_stage));
 }
 
-void RunRecorder::begin_phase_locked(double seconds, int epoch, std::string phase) {
+void RunRecorder::begin_phase_locked(double seconds, int epoch, std::string phase, std::string compute_stage) {
   if (pending_) {
     push_locked(*pending_);
     pending_.reset();
   }
   Phase p;
   p.epoch = epoch;
+  p.compute_stage = compute_stage.empty() ? phase : std::move(compute_stage);
   p.name = std::move(phase);
   p.start = seconds;
   phases_.push_back(std::move(p));
@@ -128,7 +136,7 @@ void RunRecorder::sample_locked(double seconds, std::int64_t images, const std::
                                    fraction(delta(c.blocked, before.blocked), dt_ns)});
     now.push_back(std::move(c));
   }
-  if (!s.stages.empty()) s.compute_busy = s.stages.back().busy;
+  s.compute_busy = compute_busy_of(s.stages, phases_.back().compute_stage);
   last_counters_ = std::move(now);
   last_seconds_ = seconds;
   last_images_ = images;
@@ -168,7 +176,8 @@ void RunRecorder::decision(double seconds, const graph::Decision& d) {
   if (moves_.size() < max_moves_) moves_.push_back(Move{seconds, static_cast<int>(phases_.size()) - 1, d});
 }
 
-void RunRecorder::end_phase(double seconds, std::int64_t images, const graph::RunReport& report) {
+void RunRecorder::end_phase(double seconds, std::int64_t images, const graph::RunReport& report,
+                            const std::vector<SkippedFile>& files) {
   std::lock_guard lock(mutex_);
   const double elapsed = seconds_of(report.elapsed);
   if (phases_.empty() || phases_.back().end >= phases_.back().start)
@@ -193,9 +202,7 @@ void RunRecorder::end_phase(double seconds, std::int64_t images, const graph::Ru
     phase.concurrency.push_back(st.concurrency);
   }
 
-  for (const graph::SkippedItem& item : report.skipped_items)
-    if (skips_.size() < max_skips_) skips_.push_back(Skip{index, item});
-  skips_total_ += std::max<std::uint64_t>(report.skipped, report.skipped_items.size());
+  record_skips_locked(index, report, files);
 
   if (!phase.live_decisions) {
     // The report's times count from the pipeline's start, which is `elapsed` before its end.
@@ -205,6 +212,27 @@ void RunRecorder::end_phase(double seconds, std::int64_t images, const graph::Ru
       if (moves_.size() < max_moves_) moves_.push_back(Move{pipeline_start + seconds_of(d.at), index, d});
     }
   }
+}
+
+void RunRecorder::record_skips_locked(int phase, const graph::RunReport& report,
+                                      const std::vector<SkippedFile>& files) {
+  std::vector<SkippedFile> named = files;
+  if (named.empty()) {
+    for (const graph::SkippedItem& item : report.skipped_items)
+      named.push_back({"item " + std::to_string(item.index), item.stage + ": " + item.reason, {}});
+  }
+  for (const SkippedFile& f : named) {
+    auto it = std::find_if(skips_.begin(), skips_.end(), [&](const Skip& s) { return s.file == f.file; });
+    if (it == skips_.end()) {
+      if (skips_.size() >= max_skips_) continue;
+      it = skips_.insert(skips_.end(), Skip{f.file, f.reason, {}});
+    }
+    if (it->phases.empty() || it->phases.back() != phase) {
+      it->phases.push_back(phase);
+      ++skips_listed_;
+    }
+  }
+  skips_total_ += std::max<std::uint64_t>(report.skipped, named.size());
 }
 
 void RunRecorder::epoch(const EpochRow& row) {
@@ -254,7 +282,11 @@ FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecord
     if (state->inner.on_progress) state->inner.on_progress(p);
   };
   out.on_pass_end = [state](std::int64_t epoch, Phase phase, const EpochTotals& totals) {
-    state->recorder.end_phase(state->now(), totals.images, totals.report);
+    // The pass's last interval with the GPU's busy too (end_phase's own sample, at the same time,
+    // then adds nothing): a pass shorter than a progress period still has it.
+    const double now = state->now();
+    state->recorder.sample(now, totals.images, totals.report.stages, state->gpu_busy());
+    state->recorder.end_phase(now, totals.images, totals.report, totals.skipped_files);
     if (state->inner.on_pass_end) state->inner.on_pass_end(epoch, phase, totals);
   };
   out.on_epoch = [state](const EpochSummary& s) {

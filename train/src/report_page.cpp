@@ -217,17 +217,20 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
   }
   if (!samples_.empty()) run_seconds = std::max(run_seconds, samples_.back().seconds);
   if (pending_) run_seconds = std::max(run_seconds, pending_->seconds);
-  // The mean busy while training (over every phase when none is named "train"), weighted by time.
-  double busy_sum = 0, busy_time = 0;
-  gpu = false;
-  for (const Sample& s : samples_) gpu = gpu || s.gpu_busy.has_value();
+  // The mean busy while training (over every phase when none is named "train"), weighted by time:
+  // the compute stage's, as the epoch table and the CLI give it, and the GPU's (NVML) when known.
+  double busy_sum = 0, busy_time = 0, gpu_sum = 0, gpu_time = 0;
   const bool any_train = std::any_of(phases_.begin(), phases_.end(), [](const Phase& p) { return p.name == "train"; });
-  for (const Sample& s : samples_) {
-    if (gpu && !s.gpu_busy) continue;
+  for (const Sample& s : all_samples_locked()) {
     if (any_train && phases_[static_cast<std::size_t>(s.phase)].name != "train") continue;
-    busy_sum += (gpu ? *s.gpu_busy : s.compute_busy) * s.interval;
+    busy_sum += s.compute_busy * s.interval;
     busy_time += s.interval;
+    if (s.gpu_busy) {
+      gpu_sum += *s.gpu_busy * s.interval;
+      gpu_time += s.interval;
+    }
   }
+  gpu = gpu_time > 0;
   std::optional<double> best_val;
   for (const EpochRow& e : epochs_)
     if (e.val_top1) best_val = std::max(best_val.value_or(0), *e.val_top1);
@@ -238,13 +241,13 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
   cards.emplace_back("images trained", thousands(static_cast<std::uint64_t>(std::max<std::int64_t>(0, train_images))));
   cards.emplace_back("train images/s",
                      train_seconds > 0 ? fixed(static_cast<double>(train_images) / train_seconds, 0) : "-");
-  cards.emplace_back(gpu ? "GPU busy, training" : "compute busy, training",
-                     busy_time > 0 ? percent(busy_sum / busy_time) : "-");
+  cards.emplace_back("compute busy, training", busy_time > 0 ? percent(busy_sum / busy_time) : "-");
+  if (gpu) cards.emplace_back("GPU busy (NVML), training", percent(gpu_sum / gpu_time));
   if (!epochs_.empty() && epochs_.back().val_top1)
     cards.emplace_back("last val top-1", percent(*epochs_.back().val_top1));
   if (best_val) cards.emplace_back("best val top-1", percent(*best_val));
   cards.emplace_back("scheduler moves", std::to_string(moves_total_));
-  cards.emplace_back("skipped", thousands(skips_total_));
+  cards.emplace_back("files skipped", thousands(skips_.size()) + (skips_total_ > skips_listed_ ? "+" : ""));
   if (all_images != train_images)
     cards.emplace_back("images evaluated",
                        thousands(static_cast<std::uint64_t>(std::max<std::int64_t>(0, all_images - train_images))));
@@ -304,14 +307,21 @@ std::string RunRecorder::skips_table_locked() const {
   if (skips_total_ == 0) return "<p class=\"note\">None.</p>\n";
   std::string rows;
   for (const Skip& s : skips_) {
-    const Phase& p = phases_[static_cast<std::size_t>(s.phase)];
-    rows += "<tr><td>" + html_escape("epoch " + std::to_string(p.epoch) + " " + p.name) + "</td><td>" +
-            html_escape(s.item.stage) + "</td><td class=\"n\">" + std::to_string(s.item.index) + "</td><td>" +
-            html_escape(s.item.reason) + "</td></tr>\n";
+    std::string when;
+    for (const int index : s.phases) {
+      const Phase& p = phases_[static_cast<std::size_t>(index)];
+      when += (when.empty() ? "" : ", ") + ("epoch " + std::to_string(p.epoch) + " " + p.name);
+    }
+    rows += "<tr><td>" + html_escape(s.file) + "</td><td>" + html_escape(when) + "</td><td>" + html_escape(s.reason) +
+            "</td></tr>\n";
   }
-  return folded_table(thousands(skips_total_) + " skipped",
-                      "<tr><th>phase</th><th>stage</th><th class=\"n\">item</th><th>why</th></tr>\n", rows,
-                      skips_.size(), skips_total_);
+  std::string summary = thousands(skips_.size()) + (skips_.size() == 1 ? " file" : " files");
+  if (skips_total_ != skips_.size()) summary += ", " + thousands(skips_total_) + " skips in all";
+  return folded_table(summary, "<tr><th>file</th><th>skipped in</th><th>why</th></tr>\n", rows, skips_.size(),
+                      skips_.size()) +
+         (skips_total_ > skips_listed_ ? "<p class=\"note\">and " + thousands(skips_total_ - skips_listed_) +
+                                             " more skips, of files not listed</p>\n"
+                                       : "");
 }
 
 std::string RunRecorder::html(const std::string& title,
@@ -341,8 +351,9 @@ std::string RunRecorder::html(const std::string& title,
          "</div></div>\n";
   h += "</div>\n";
 
-  h += "<h2>Throughput</h2>\n<p class=\"note\">Images per second over the run, and how busy the ";
-  h += gpu ? "GPU was (NVML utilization)" : "compute step was (the last stage's busy time over wall time)";
+  h += "<h2>Throughput</h2>\n<p class=\"note\">Images per second over the run, and how busy the compute step was "
+       "(its busy time over wall time, as the epoch table and the command line give it)";
+  h += gpu ? " and the GPU (NVML utilization)" : "";
   h += "; evaluation passes are shaded. Triangles above the plot are the scheduler's moves: hover for why.</p>\n";
   h += "<div id=\"plot-throughput\" class=\"plot\"></div>\n";
 

@@ -7,7 +7,7 @@ const S = D.samples, N = S.t.length, phases = D.phases, T = D.run_seconds > 0 ? 
 const W = 960;
 const C = { ips: '#4e79a7', busy: '#f28e2b', sBusy: '#59a14f', starved: '#edc948', blocked: '#e15759', other: '#e6e8eb',
             grow: '#2da44e', shrink: '#cf222e', flight: '#8250df', band: '#f3f4f6', loss: '#4e79a7',
-            top1: '#4e79a7', val1: '#f28e2b', val5: '#59a14f' };
+            top1: '#4e79a7', val1: '#f28e2b', val5: '#59a14f', gpu: '#b07aa1' };
 const PALETTE = ['#4e79a7', '#f28e2b', '#e15759', '#76b7b2', '#59a14f', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
 
 function el(tag, attrs, parent, text) {
@@ -155,20 +155,51 @@ function empty(f, text) {
 const xs = () => S.t.map((t, i) => t - S.dt[i] / 2);
 const phaseBreak = i => i > 0 && S.phase[i] !== S.phase[i - 1];
 
-// (1) Throughput and GPU (or CPU compute) busy over time, with the scheduler's moves.
+// The time-weighted mean of `series` over the samples of training phases (of every phase when
+// none is a training one), skipping nulls; null when nothing is left.
+function trainingMean(series) {
+  const training = D.phases.some(p => p.name === 'train');
+  let sum = 0, time = 0;
+  series.forEach((v, i) => {
+    if (v === null || (training && D.phases[S.phase[i]].name !== 'train')) return;
+    sum += v * S.dt[i];
+    time += S.dt[i];
+  });
+  return time > 0 ? sum / time : null;
+}
+
+// The epoch table's compute busy, each epoch weighted by the length of its training phases.
+function epochsMean() {
+  let sum = 0, time = 0;
+  for (const e of D.epochs) {
+    const t = D.phases.filter(p => p.epoch === e.epoch && p.name === 'train').reduce((a, p) => a + p.elapsed, 0);
+    sum += e.compute_busy * t;
+    time += t;
+  }
+  return time > 0 ? sum / time : null;
+}
+
+// (1) Throughput, compute busy (and GPU busy, when NVML gave it) over time, with the scheduler's
+// moves. The means of what is drawn go on the plot's element for scripts/check-report.sh, which
+// compares them with the summary's card and the epoch table.
 function throughput() {
   const box = document.getElementById('plot-throughput');
   const f = timeFrame(box, 330, { l: 64, r: 64, t: 40, b: 28 });
-  const busy = D.gpu_known ? S.gpu : S.compute, busyName = D.gpu_known ? 'GPU busy' : 'CPU compute busy';
+  const busy = S.compute, busyName = 'compute busy';
   const yMax = niceMax(Math.max(0, ...S.ips.filter(v => v !== null)) * 1.05);
   const y = scale(0, yMax, f.bottom, f.top), yb = scale(0, 1, f.bottom, f.top);
   yAxis(f.s, y, ticks(0, yMax, 5), f.m.l, W - f.m.r, num, 'left', 'images/s');
-  yAxis(f.s, yb, [0, 0.25, 0.5, 0.75, 1], f.m.l, W - f.m.r, v => Math.round(100 * v) + '%', 'right', busyName);
+  yAxis(f.s, yb, [0, 0.25, 0.5, 0.75, 1], f.m.l, W - f.m.r, v => Math.round(100 * v) + '%', 'right', D.gpu_known ? 'busy' : busyName);
   if (N === 0) empty(f, 'no samples were recorded');
   const x = xs().map(f.x);
   line(f.s, x, busy.map(v => v === null ? null : yb(v)), C.busy, 1.3, phaseBreak);
+  if (D.gpu_known) line(f.s, x, S.gpu.map(v => v === null ? null : yb(v)), C.gpu, 1.3, phaseBreak);
   line(f.s, x, S.ips.map(v => v === null ? null : y(v)), C.ips, 1.8, phaseBreak);
-  hover(f, i => num(S.ips[i]) + ' images/s\n' + busyName + ' ' + pct(busy[i]));
+  hover(f, i => num(S.ips[i]) + ' images/s\n' + busyName + ' ' + pct(busy[i]) +
+                (D.gpu_known ? '\nGPU busy ' + pct(S.gpu[i]) : ''));
+  const drawn = trainingMean(busy), epochs = epochsMean();
+  if (drawn !== null) box.dataset.computeBusyDrawn = drawn.toFixed(4);
+  if (epochs !== null) box.dataset.computeBusyEpochs = epochs.toFixed(4);
   // The scheduler's moves: a strip above the plot, one triangle each (up: grow, down: shrink).
   const strip = f.top - 13;
   el('text', { x: f.m.l - 6, y: strip + 4, 'text-anchor': 'end' }, f.s, 'scheduler');
@@ -184,8 +215,8 @@ function throughput() {
     p.addEventListener('mousemove', ev => showTip(text, ev));
     p.addEventListener('mouseleave', hideTip);
   }
-  legend(box, [['images/s', C.ips], [busyName + ' %', C.busy], ['grow', C.grow], ['shrink', C.shrink],
-               ['in-flight limit', C.flight], ['evaluation', '#dfe3e8']]);
+  legend(box, [['images/s', C.ips], [busyName + ' %', C.busy], ...(D.gpu_known ? [['GPU busy (NVML) %', C.gpu]] : []),
+               ['grow', C.grow], ['shrink', C.shrink], ['in-flight limit', C.flight], ['evaluation', '#dfe3e8']]);
 }
 
 // Stage names in order of first appearance, over the samples or the phases.

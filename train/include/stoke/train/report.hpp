@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "stoke/train/fit.hpp"
+#include "stoke/train/input.hpp"
 
 namespace stoke::train {
 
@@ -49,7 +50,7 @@ struct StageSample {
 /// Records a run (phases, samples, scheduler moves, epochs, skipped items) and writes it as an
 /// HTML report. Memory is bounded: at most `max_samples` samples (when full, neighbours are merged
 /// and later samples are combined in twos, fours, ...: the resolution halves), the first
-/// `max_moves` scheduler moves and the first `max_skips` skipped items (the rest are counted).
+/// `max_moves` scheduler moves and the first `max_skips` skipped files (the rest are counted).
 /// Thread-safe: sample() runs on the compute stage's thread while decision() may come from the
 /// scheduler's.
 class RunRecorder {
@@ -61,7 +62,9 @@ class RunRecorder {
     int phase = 0;  ///< index into the phases, in the order begin_phase() was called
     double images_per_sec = 0;
     std::optional<double> gpu_busy;  ///< 0..1, when the caller knew it
-    double compute_busy = 0;         ///< the busy fraction of the pipeline's last stage (the sink, the compute step)
+    /// The busy fraction of the phase's compute stage (begin_phase's `compute_stage`), as
+    /// EpochTotals::compute_busy measures a whole pass.
+    double compute_busy = 0;
     std::vector<StageSample> stages;
   };
   struct EpochRow {
@@ -86,7 +89,10 @@ class RunRecorder {
   /// Starts a phase ("train", "evaluate") of epoch `epoch` (from 1) at `seconds` from the run's
   /// start. Each phase's counters start again from zero (a new pipeline, or a pass's own stats:
   /// record_fit gives the stages' work since the pass began, EpochTotals::report.stages).
-  void begin_phase(double seconds, int epoch, std::string phase);
+  /// `compute_stage` names the stage whose busy fraction is the phase's compute busy (empty: the
+  /// stage named as the phase, as run_epoch names its compute stage after PassOptions::stage); a
+  /// sample without a stage of that name takes the pipeline's last stage.
+  void begin_phase(double seconds, int epoch, std::string phase, std::string compute_stage = {});
 
   /// Records the interval since the previous sample (or the phase's start) from the pipeline's
   /// snapshot: per-stage times since the phase began (Pipeline::stats() of a pipeline made for the
@@ -103,10 +109,13 @@ class RunRecorder {
   void decision(double seconds, const graph::Decision& d);
 
   /// Ends the phase at `seconds` with `images` done: a last sample from the report's final
-  /// counters, the phase's per-stage totals, its skipped items (report.skipped_items, counting
-  /// report.skipped), and its scheduler moves from report.decisions -- unless decision() was called
-  /// during the phase, when those are already recorded.
-  void end_phase(double seconds, std::int64_t images, const graph::RunReport& report);
+  /// counters, the phase's per-stage totals, its skipped files, and its scheduler moves from
+  /// report.decisions -- unless decision() was called during the phase, when those are already
+  /// recorded. The skipped files are `files` (name_skips of the report, as EpochTotals has them),
+  /// else report.skipped_items named by their position ("item 17"); the page lists each file once
+  /// with the phases it was skipped in, and counts report.skipped.
+  void end_phase(double seconds, std::int64_t images, const graph::RunReport& report,
+                 const std::vector<SkippedFile>& files = {});
 
   void epoch(const EpochRow& row);
 
@@ -125,6 +134,7 @@ class RunRecorder {
   struct Phase {
     int epoch = 0;
     std::string name;
+    std::string compute_stage;  ///< the stage whose busy is the samples' compute_busy
     double start = 0;
     double end = -1;  ///< < start while running
     std::int64_t images = 0;
@@ -143,14 +153,16 @@ class RunRecorder {
     graph::Decision decision;
   };
   struct Skip {
-    int phase = 0;
-    graph::SkippedItem item;
+    std::string file;
+    std::string reason;       ///< the first time's
+    std::vector<int> phases;  ///< the phases it was skipped in, in order
   };
 
-  void begin_phase_locked(double seconds, int epoch, std::string phase);
+  void begin_phase_locked(double seconds, int epoch, std::string phase, std::string compute_stage = {});
   void sample_locked(double seconds, std::int64_t images, const std::vector<graph::StageStats>& stages,
                      std::optional<double> gpu_busy);
   void push_locked(Sample sample);
+  void record_skips_locked(int phase, const graph::RunReport& report, const std::vector<SkippedFile>& files);
   void halve_locked();
   /// The stored samples plus the one being combined (merged into the last when full).
   std::vector<Sample> all_samples_locked() const;
@@ -178,8 +190,9 @@ class RunRecorder {
   std::vector<Counters> last_counters_;
   std::vector<Move> moves_;
   std::uint64_t moves_total_ = 0;
-  std::vector<Skip> skips_;
-  std::uint64_t skips_total_ = 0;
+  std::vector<Skip> skips_;         ///< each file once; at most max_skips_
+  std::uint64_t skips_total_ = 0;   ///< every skip, one per file and phase
+  std::uint64_t skips_listed_ = 0;  ///< the skips that skips_ lists
   std::vector<EpochRow> epochs_;
 };
 
