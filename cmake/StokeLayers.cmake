@@ -3,8 +3,8 @@
 # Fails the configure when <target> links any of the named targets or libraries, directly or
 # through what it links (its LINK_LIBRARIES and, recursively, their INTERFACE_LINK_LIBRARIES:
 # what a static library drags into every executable that links it). Aliases count as the target
-# they name; $<LINK_ONLY:x> and $<BUILD_INTERFACE:x>, nested too, count as x. This is how the layering in the
-# README ("arrows point down only") is kept: e.g. stoke::nn must not reach stoke::nodes or OpenCV.
+# they name; $<LINK_ONLY:x> and $<BUILD_INTERFACE:x>, nested too, count as x. This is how the layering of
+# docs/architecture.md ("arrows point down only") is kept: e.g. stoke::nn must not reach stoke::nodes or OpenCV.
 include_guard(GLOBAL)
 
 # The names <item> resolves to: the real target name for an alias, the wrapped name for the two
@@ -64,7 +64,7 @@ function(stoke_check_layers target)
       set(via_${name} "${via_${current}} -> ${name}")
       if(name IN_LIST forbidden)
         message(FATAL_ERROR "stoke: layering: ${target} must not link ${name}, but does: ${via_${name}}. "
-          "See the README's architecture section for what each layer may use.")
+          "See docs/architecture.md for what each layer may use.")
       endif()
       list(APPEND queue "${name}")
     endforeach()
