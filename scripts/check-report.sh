@@ -113,7 +113,7 @@ fi
 
 missing=()
 for plot in plot-throughput plot-stage-time plot-stage-bars plot-loss plot-accuracy; do
-  grep -q "id=\"${plot}\" class=\"plot\"><svg" "${dom}" || missing+=("${plot}")
+  grep -q "id=\"${plot}\" class=\"plot\"[^>]*><svg" "${dom}" || missing+=("${plot}")
 done
 if ((${#missing[@]} > 0)); then
   echo "check-report: ${report}: rendered, but without the plot(s) ${missing[*]}" >&2
@@ -127,7 +127,11 @@ card="$(tr '\n' ' ' <"${dom}" |
 drawn="$(sed -n 's/.*data-compute-busy-drawn="\([0-9.]*\)".*/\1/p' "${dom}" | head -n 1)"
 epochs="$(sed -n 's/.*data-compute-busy-epochs="\([0-9.]*\)".*/\1/p' "${dom}" | head -n 1)"
 busy_text=""
-if [[ -n "${card}" && -n "${drawn}" ]]; then
+if [[ -n "${card}" && -z "${drawn}" ]]; then
+  echo "check-report: ${report}: the summary gives a compute busy (${card}%) but the plot drew none" >&2
+  exit 1
+fi
+if [[ -n "${card}" ]]; then
   # Within 5 points: the card and the plot weigh the same samples, the table whole passes.
   if ! awk -v card="${card}" -v drawn="${drawn}" -v epochs="${epochs}" 'BEGIN {
       bad = (card - 100 * drawn > 5 || 100 * drawn - card > 5)
