@@ -7,8 +7,6 @@
 #      (scripts/fuzz.sh; for a long campaign run scripts/fuzz.sh 3600 yourself).
 #   3. the build without CUDA (this one is, wherever the toolkit is installed): the CPU-only gpu
 #      layer's tests, NCCL's loader and rendezvous, and `stoke bench device --device cpu`.
-#   4. the build without unity batches (STOKE_UNITY_BUILD=OFF): every source compiles alone, with
-#      the includes it names itself.
 # A leak, an overflow, undefined behaviour, a crash or a hang fails it. scripts/test.sh runs it after
 # the Release suite; alone: scripts/asan.sh. Environment: JOBS (default 2), FUZZ_SECONDS, BUILD
 # (default build/asan), ASAN_FOLDERS (the tests/ folders, default "graph nodes apps").
@@ -26,7 +24,7 @@ phase "configure $build (clang, ASan + UBSan, libFuzzer harnesses)"
 # -O1 and line tables only: what ASan's reports need, and quicker to build than -O2 -g.
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
-  -DSTOKE_SANITIZE=address -DSTOKE_FUZZ=ON -DSTOKE_CUDA=OFF -DSTOKE_MPI=OFF -DSTOKE_UNITY_BUILD=OFF \
+  -DSTOKE_SANITIZE=address -DSTOKE_FUZZ=ON -DSTOKE_CUDA=OFF -DSTOKE_MPI=OFF \
   -DSTOKE_WARNINGS_AS_ERRORS=OFF >/dev/null  # the Release (GCC) build is the warnings gate; clang warns otherwise
 phase "build the tests of graph, nodes and apps, and the harnesses"
 cpu_only_tests=(device_test device_stages_test convert_test nvml_monitor_test)
