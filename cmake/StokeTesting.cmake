@@ -18,8 +18,8 @@
 # With STOKE_TEST_PCH (default ON with GCC and Clang), every test executable reuses one
 # precompiled header (stoke_test_pch: GoogleTest, GoogleMock, OpenCV's Mat and the standard headers
 # most tests name), parsed once instead of in each of ~150 files. Its target has a test's flags and
-# no definitions of its own, so that a test may add macros (GCC ignores a header built with other
-# flags; Clang accepts one whose macros are a subset of the file's).
+# no definitions of its own, so that a test may add macros (GCC and Clang refuse a header whose
+# macros are not a subset of the file's).
 include_guard(GLOBAL)
 include(GoogleTest)
 include(StokeBundle)
@@ -42,7 +42,10 @@ endif()
 function(stoke_test_pch_target out)
   if(NOT TARGET stoke_test_pch)
     add_library(stoke_test_pch OBJECT "${PROJECT_SOURCE_DIR}/tests/support/precompiled.cpp")
-    target_link_libraries(stoke_test_pch PRIVATE GTest::gmock GTest::gtest_main stoke::stoke
+    find_package(StokeOpenCV REQUIRED COMPONENTS core)  # as stoke::nodes finds it
+    # Not stoke::stoke: its definitions (STOKE_HAS_CUDA) would make GCC refuse the header to a
+    # test that links one layer only.
+    target_link_libraries(stoke_test_pch PRIVATE GTest::gmock GTest::gtest_main StokeOpenCV::core
       $<BUILD_INTERFACE:stoke_warnings>)
     target_compile_options(stoke_test_pch PRIVATE ${stoke_test_pch_options})
     target_precompile_headers(stoke_test_pch PRIVATE
