@@ -3,7 +3,7 @@
 # Sanitizer (build/asan) serves both:
 #   1. the graph, nodes and apps tests (ctest in build/asan/tests/{graph,nodes,apps}), and the
 #      train layer's Loader (its hand-off of batches between the pipeline and the caller),
-#   2. every libFuzzer harness, for FUZZ_SECONDS each (default 10) on its seed corpus
+#   2. every libFuzzer harness, for FUZZ_SECONDS each (default 5) on its seed corpus
 #      (scripts/fuzz.sh; for a long campaign run scripts/fuzz.sh 3600 yourself).
 #   3. the build without CUDA (this one is, wherever the toolkit is installed): the CPU-only gpu
 #      layer's tests, NCCL's loader and rendezvous, and `stoke bench device --device cpu`.
@@ -48,6 +48,6 @@ done
 "$build/apps/stoke" bench device --device cpu --batch 4 --size 16 --batches 8 --compute-us 100 >/dev/null
 echo "CPU-only build (STOKE_CUDA=OFF): ok"
 
-phase "fuzz every harness for ${FUZZ_SECONDS:-10} s"
-BUILD="$build" JOBS="$jobs" "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-10}"
+phase "fuzz every harness for ${FUZZ_SECONDS:-5} s"
+BUILD="$build" JOBS="$jobs" "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-5}"
 phase "done"

@@ -5,8 +5,7 @@
 # CUDA toolkit are made invisible (an overlay on /usr whose upper layer holds a whiteout for each
 # of their files), as on a machine that never had them. There the script configures and builds
 # what scripts/quickstart.sh builds (`stoke` and the example pipeline, no tests; unoptimized, to
-# be quick; and each source compiled alone, not in unity batches, so that a file that leans on an
-# include of its batch-mates fails here), checks that the configure said, one line each, that every optional part is left out,
+# be quick), checks that the configure said, one line each, that every optional part is left out,
 # and trains one short epoch with the `stoke` it built. Fails when any optional part becomes
 # required (the configure or the build fails), or when one was still found (the hiding missed it).
 #
@@ -32,9 +31,8 @@ if [[ "${1:-}" == --inside ]]; then
   done
   rm -rf "$build"
   log="$build.configure.log"
-  # What quickstart.sh configures (its release preset, -DSTOKE_BUILD_TESTS=OFF), minus optimization
-  # and the unity batches.
-  if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE= -DSTOKE_BUILD_TESTS=OFF -DSTOKE_UNITY_BUILD=OFF >"$log" 2>&1; then
+  # What quickstart.sh configures (its release preset, -DSTOKE_BUILD_TESTS=OFF), minus optimization.
+  if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE= -DSTOKE_BUILD_TESTS=OFF >"$log" 2>&1; then
     cat "$log" >&2
     echo "check-without-optional: the configure failed without the optional packages (log above: $log)" >&2
     exit 1
