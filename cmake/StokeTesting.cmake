@@ -38,22 +38,22 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_L
   set(stoke_test_pch_options -Wno-array-bounds -Wno-stringop-overflow)
 endif()
 
-# The target whose precompiled header the tests reuse, made on first use; its flags are a test's.
-function(stoke_test_pch_target out)
-  if(NOT TARGET stoke_test_pch)
-    add_library(stoke_test_pch OBJECT "${PROJECT_SOURCE_DIR}/tests/support/precompiled.cpp")
-    find_package(StokeOpenCV REQUIRED COMPONENTS core)  # as stoke::nodes finds it
-    # Not stoke::stoke: its definitions (STOKE_HAS_CUDA) would make GCC refuse the header to a
-    # test that links one layer only.
-    target_link_libraries(stoke_test_pch PRIVATE GTest::gmock GTest::gtest_main StokeOpenCV::core
-      $<BUILD_INTERFACE:stoke_warnings>)
-    target_compile_options(stoke_test_pch PRIVATE ${stoke_test_pch_options})
-    target_precompile_headers(stoke_test_pch PRIVATE
-      <gmock/gmock.h> <gtest/gtest.h> <opencv2/core/mat.hpp>
-      <algorithm> <atomic> <chrono> <cstdint> <filesystem> <fstream> <functional> <map> <memory>
-      <mutex> <optional> <span> <stdexcept> <string> <string_view> <thread> <vector>)
+# stoke_test_pch, the target whose precompiled header the tests reuse, made on first use.
+function(stoke_add_test_pch)
+  if(TARGET stoke_test_pch)
+    return()
   endif()
-  set(${out} stoke_test_pch PARENT_SCOPE)
+  add_library(stoke_test_pch OBJECT "${PROJECT_SOURCE_DIR}/tests/support/precompiled.cpp")
+  find_package(StokeOpenCV REQUIRED COMPONENTS core)  # as stoke::nodes finds it
+  # Not stoke::stoke: its definitions (STOKE_HAS_CUDA) would make GCC refuse the header to a test
+  # that links one layer only.
+  target_link_libraries(stoke_test_pch PRIVATE GTest::gmock GTest::gtest_main StokeOpenCV::core
+    $<BUILD_INTERFACE:stoke_warnings>)
+  target_compile_options(stoke_test_pch PRIVATE ${stoke_test_pch_options})
+  target_precompile_headers(stoke_test_pch PRIVATE
+    <gmock/gmock.h> <gtest/gtest.h> <opencv2/core/mat.hpp>
+    <algorithm> <atomic> <chrono> <cstdint> <filesystem> <fstream> <functional> <map> <memory>
+    <mutex> <optional> <span> <stdexcept> <string> <string_view> <thread> <vector>)
 endfunction()
 
 function(stoke_add_test)
@@ -77,8 +77,8 @@ function(stoke_add_test)
 
   add_executable(${arg_NAME} ${arg_SOURCES})
   if(STOKE_TEST_PCH)
-    stoke_test_pch_target(pch)
-    target_precompile_headers(${arg_NAME} REUSE_FROM ${pch})
+    stoke_add_test_pch()
+    target_precompile_headers(${arg_NAME} REUSE_FROM stoke_test_pch)
     target_compile_options(${arg_NAME} PRIVATE ${stoke_test_pch_options})
   endif()
   target_link_libraries(${arg_NAME} PRIVATE GTest::gtest_main ${arg_STOKE_LIBS} ${arg_LIBS}
