@@ -106,7 +106,7 @@ int bench_nn(int argc, char** argv) {
   const std::unique_ptr<nn::Backend>& backend = machine.backend;
   if (!backend->supports(compute_dtype(c), c.channels_last ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw)) {
     return cli.usage_error("--precision " + c.precision + (c.channels_last ? " --channels-last" : "") +
-                           " needs a CUDA device; " + backend->describe() + " computes in f32 NCHW only");
+                           " needs a CUDA device; " + backend->describe() + " computes in f32 only");
   }
   auto model = nn::make_model(c.model, {.classes = c.classes, .seed = 1});
   model->to(device, backend->stream());

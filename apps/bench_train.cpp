@@ -42,6 +42,7 @@ struct TrainBenchConfig {
   int batch = 64;
   int size = 0;  // 0: default_image_size(model)
   std::string precision = "fp32";
+  std::string channels_last = "auto";
   std::string device = "auto";
   int threads = 0;
   std::string autotune = "on";
@@ -91,6 +92,7 @@ int bench_train(int argc, char** argv) {
       "size", po::value(&c.size)->default_value(c.size),
       "image side in pixels (0: 32 for small_cnn/mobilenet, else 224)")(
       "precision", po::value(&c.precision)->default_value(c.precision), "fp32, or bf16 / fp16 mixed precision (CUDA)")(
+      "channels-last", po::value(&c.channels_last)->default_value(c.channels_last), channels_last_help)(
       "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N")(
       "threads", po::value(&c.threads)->default_value(c.threads), "input threads (0: the scheduler's choice)")(
       "autotune", po::value(&c.autotune)->default_value(c.autotune), "on or off: the scheduler moves input threads")(
@@ -113,8 +115,10 @@ int bench_train(int argc, char** argv) {
     return cli.usage_error(mistake);
   }
   gpu::DType dtype{};
+  ChannelsLast channels_last{};
   try {
     dtype = compute_dtype(c.precision);
+    channels_last = parse_channels_last(c.channels_last);
   } catch (const std::invalid_argument& e) {
     return cli.usage_error(e.what());
   }
@@ -147,19 +151,22 @@ int bench_train(int argc, char** argv) {
                       .schedule = nn::LrScheduleKind::constant,
                       .warmup = 0,
                       .precision = dtype,
+                      .channels_last = channels_last,
                       .seed = c.seed,
                       .threads = c.threads,
                       .autotune = c.autotune == "on"};
   const auto model = make_model(recipe, classes, backend);
   nn::Trainer trainer(*model, backend, trainer_options(recipe, dataset->size()));
-  // f32 NCHW images, as the compute stage hands the converted batches to the step: both measurements
-  // then run the same step, the cast to the compute dtype included.
+  // Images in the compute dtype and the model's layout, as the compute stage hands the converted
+  // batches to the step: both measurements then run the same step.
   const int size = recipe.image_size();
-  const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes);
+  const gpu::TensorLayout layout = model->layout();
+  const BatchTensors synthetic = synthetic_batch(backend, c.batch, size, classes, dtype, layout);
   if (!c.json) {
-    std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s on %s; %zu images in %s\n",
+    std::fprintf(stderr, "bench train: %s (%lld parameters), batch %d, %dx%d, %s %s on %s; %zu images in %s\n",
                  c.model.c_str(), static_cast<long long>(nn::parameter_count(*model)), c.batch, size, size,
-                 c.precision.c_str(), backend.describe().c_str(), dataset->size(), data.c_str());
+                 c.precision.c_str(), layout_name(layout).c_str(), backend.describe().c_str(), dataset->size(),
+                 data.c_str());
   }
 
   const bench::TrainingBenchResult result = bench::measure_training(
@@ -203,6 +210,7 @@ int bench_train(int argc, char** argv) {
                 {"batch", c.batch},
                 {"size", size},
                 {"precision", c.precision},
+                {"channels_last", layout == gpu::TensorLayout::nhwc},
                 {"device", compute.device.str()},
                 {"data", data.string()},
                 {"images", dataset->size()},

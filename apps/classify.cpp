@@ -28,6 +28,7 @@ struct ClassifyConfig {
   std::vector<std::string> images;
   int top = 5;
   std::string device = "auto";
+  std::string channels_last = "auto";
   bool json = false;
 };
 
@@ -66,6 +67,7 @@ int classify(int argc, char** argv) {
   cli.add()("checkpoint", po::value(&c.checkpoint), "a checkpoint written by `stoke train` (.safetensors)")(
       "top", po::value(&c.top)->default_value(c.top), "classes to print per image (at most the model's classes)")(
       "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N")(
+      "channels-last", po::value(&c.channels_last)->default_value(c.channels_last), channels_last_help)(
       "json", po::bool_switch(&c.json),
       "one JSON object per image: {\"file\", \"top\": [{\"class\", \"probability\"}]}")(
       "image", po::value(&c.images)->composing(), "an image file (positional, repeatable)");
@@ -76,9 +78,16 @@ int classify(int argc, char** argv) {
   if (c.images.empty()) return cli.usage_error("no images given: name one or more image files after the options");
   if (c.top < 1) return cli.usage_error("--top must be at least 1 (got " + std::to_string(c.top) + ")");
 
+  ChannelsLast channels_last{};
+  try {
+    channels_last = parse_channels_last(c.channels_last);
+  } catch (const std::invalid_argument& e) {
+    return cli.usage_error(e.what());
+  }
+
   ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
   nn::Backend& backend = *compute.backend;
-  const InferenceModel loaded = load_for_inference(c.checkpoint, backend);
+  const InferenceModel loaded = load_for_inference(c.checkpoint, backend, channels_last);
   const auto top = static_cast<std::size_t>(c.top);  // at most the model's classes: top_classes stops there
 
   int failed = 0;

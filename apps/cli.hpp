@@ -46,6 +46,12 @@ void print_json(const nlohmann::ordered_json& object);
 std::string choice_error(std::string_view option, std::string_view value,
                          std::initializer_list<std::string_view> choices);
 
+/// The help of `--channels-last`, which every command that runs a model takes.
+inline constexpr const char* channels_last_help =
+    "the layout the model computes in: on (NHWC images and filters), off (NCHW) or auto (on for bf16 / fp16 on "
+    "CUDA, where the tensor cores want it; off otherwise). Checkpoints are NCHW either way. On the CPU `on` "
+    "computes through NCHW copies: the same numbers, slower";
+
 /// Prints the usage of a command table (what `dispatch` prints for --help).
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,
                  std::span<const Subcommand> commands);

@@ -30,6 +30,7 @@ struct EvaluateConfig {
   std::string data;
   int batch = 64;
   std::string device = "auto";
+  std::string channels_last = "auto";
   int threads = 0;
   bool json = false;
 };
@@ -120,6 +121,7 @@ int evaluate(int argc, char** argv) {
       "data", po::value(&c.data), "labelled images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
       "batch", po::value(&c.batch)->default_value(c.batch), "images per batch")(
       "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N")(
+      "channels-last", po::value(&c.channels_last)->default_value(c.channels_last), channels_last_help)(
       "threads", po::value(&c.threads)->default_value(c.threads), "input threads (0: the scheduler's choice)")(
       "json", po::bool_switch(&c.json),
       "one JSON object: top1, top5, images, skipped, skipped_files, loss, classes, confusion");
@@ -129,9 +131,16 @@ int evaluate(int argc, char** argv) {
   if (c.data.empty()) return cli.usage_error("--data is required (the labelled images to evaluate on)");
   if (c.batch < 1 || c.threads < 0) return cli.usage_error("--batch must be at least 1 and --threads at least 0");
 
+  ChannelsLast channels_last{};
+  try {
+    channels_last = parse_channels_last(c.channels_last);
+  } catch (const std::invalid_argument& e) {
+    return cli.usage_error(e.what());
+  }
+
   ComputeContext compute = make_compute(c.device, c.json ? nullptr : &std::cerr);
   nn::Backend& backend = *compute.backend;
-  const InferenceModel loaded = load_for_inference(c.checkpoint, backend);
+  const InferenceModel loaded = load_for_inference(c.checkpoint, backend, channels_last);
   const ModelCard& card = loaded.card;
   const nodes::DatasetPtr dataset = open_dataset(c.data);
   if (dataset->size() == 0) throw std::runtime_error(c.data + ": no images to evaluate");

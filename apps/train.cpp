@@ -51,6 +51,7 @@ struct TrainConfig {
   std::string on_stall = "warn";
   std::string schedule = "cosine";
   std::string precision = "fp32";
+  std::string channels_last = "auto";
   std::string autotune = "on";
   std::string device = "auto";
   std::string checkpoint;  // a folder; empty: none
@@ -121,6 +122,7 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "weight-decay", value(&r.weight_decay), "on weights, not biases or BN")(
       "label-smoothing", value(&r.label_smoothing), "in [0, 1)")("precision", value(&c.precision),
                                                                  "fp32, or bf16 / fp16 mixed precision (CUDA)")(
+      "channels-last", value(&c.channels_last), channels_last_help)(
       "device", value(&c.device), "auto, cpu, cuda or cuda:N")("threads", value(&r.threads),
                                                                "input threads (0: the scheduler's choice)")(
       "autotune", value(&c.autotune), "on or off: the scheduler moves input threads")(
@@ -166,6 +168,7 @@ std::string check(TrainConfig& c) {
   }
   try {
     r.precision = compute_dtype(c.precision);
+    r.channels_last = parse_channels_last(c.channels_last);
     r.schedule = nn::parse_lr_schedule(c.schedule);
   } catch (const std::invalid_argument& e) {
     return e.what();
@@ -330,10 +333,11 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
   const std::string parameters = std::to_string(nn::parameter_count(*model));
   const int size = recipe.image_size();
   if (!quiet) {
-    std::fprintf(stderr, "stoke train: %s (%s parameters, %d classes) on %s; %zu training images%s, %dx%d, batch %d\n",
-                 recipe.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(), data.train->size(),
-                 data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size,
-                 recipe.batch);
+    std::fprintf(
+        stderr, "stoke train: %s (%s parameters, %d classes) on %s in %s %s; %zu training images%s, %dx%d, batch %d\n",
+        recipe.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(),
+        precision_name(recipe.precision).c_str(), layout_name(model->layout()).c_str(), data.train->size(),
+        data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size, recipe.batch);
     if (!alone) {
       std::fprintf(stderr, "stoke train: %d ranks (%s%s): %d images per step, %zu gradient buckets%s\n", comm.world(),
                    comm.describe().c_str(), nccl ? (", gradients over " + nccl->describe()).c_str() : "",

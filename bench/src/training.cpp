@@ -26,6 +26,9 @@ TrainingBenchResult measure_training(nn::Trainer& trainer, nn::Backend& backend,
   };
   const nn::Tensor pixels = train::synthetic_pixels(backend, static_cast<int>(synthetic.images.dim(0)),
                                                    static_cast<int>(synthetic.images.dim(2)));
+  // Both measurements convert the uint8 pixels into the model's compute dtype and layout.
+  input.convert_dtype = trainer.options().compute;
+  input.convert_layout = trainer.model().layout();
   TrainingBenchResult result;
   for (int r = 0; r < options.repeats; ++r) {
     TrainingRound round;
@@ -37,7 +40,7 @@ TrainingBenchResult measure_training(nn::Trainer& trainer, nn::Backend& backend,
                                  .seconds = options.seconds,
                                  .read_loss_every_step = true,
                                  .convert_from = pixels,
-                                 .convert = {}});
+                                 .convert = {.dtype = input.convert_dtype, .layout = input.convert_layout}});
     round.compute = steps.images_per_sec();
     report(r, "pipeline", round);
     input.seed = options.seed;

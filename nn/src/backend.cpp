@@ -20,6 +20,8 @@ bool Backend::supports(DType dtype, TensorLayout layout) const noexcept {
   return dtype == DType::f32 && layout == TensorLayout::nchw;
 }
 
+TensorLayout Backend::preferred_layout(DType /*dtype*/) const noexcept { return TensorLayout::nchw; }
+
 bool Backend::all_finite_in(std::span<const Tensor> xs) {
   for (const Tensor& x : xs) {
     if (!all_finite(x)) return false;

@@ -1,5 +1,6 @@
 #include "stoke/nn/layer.hpp"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -71,6 +72,14 @@ void Layer::to_layout(TensorLayout layout, StreamView stream) {
   });
   release_activations();
   forward_kept_ = false;
+}
+
+TensorLayout Layer::layout() {
+  std::optional<TensorLayout> found;
+  for_each_parameter([&](const std::string&, Parameter& p) {
+    if (!found && p.value.rank() == 4) found = p.value.layout();
+  });
+  return found.value_or(TensorLayout::nchw);
 }
 
 const Tensor& Layer::gradient(Parameter& p, Backend& backend) {

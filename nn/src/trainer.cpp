@@ -69,8 +69,7 @@ Tensor Trainer::prepare(const Tensor& images) {
     throw std::invalid_argument("Trainer: the backend " + backend_.describe() + " cannot compute in " +
                                 std::string(to_string(options_.compute)) + " with " +
                                 std::string(to_string(images.layout())) + " images (" + images.describe() +
-                                "); the CPU backend computes in f32 NCHW only, mixed precision and channels-last "
-                                "need a CUDA device");
+                                "); mixed precision needs a CUDA device");
   }
   if (images.dtype() == options_.compute) return images;
   Tensor cast = backend_.empty(images.shape(), options_.compute, images.layout());

@@ -110,6 +110,7 @@ TEST_F(TrainCli, BadInputEndsWithAnErrorNamingIt) {
       {{"train", "--data", train, "--batch", "1000", "--device", "cpu"}, 1, "fewer than one batch"},
       {{"train", "--data", train, "--precision", "bf16", "--device", "cpu"}, 2, "needs a CUDA device"},
       {{"train", "--data", train, "--precision", "fp8"}, 2, "--precision"},
+      {{"train", "--data", train, "--channels-last", "maybe"}, 2, "--channels-last must be auto, on or off"},
       {{"train", "--data", train, "--schedule", "linear"}, 2, "linear"},
       {{"train", "--data", train, "--epochs", "-1"}, 2, "--epochs"},
       {{"train", "--data", train, "--transform", "sharpen", "--transform", "normalize", "--device", "cpu"},
@@ -149,17 +150,23 @@ TEST_F(TrainCli, RefusesACheckpointOfAnotherModel) {
 // The bytes of a file, to compare checkpoints.
 std::string bytes_of(const fs::path& path) { return stoke::test::slurp(path); }
 
-TEST_F(TrainCli, DeterministicWeightsWhateverTheThreadCount) {
-  for (int threads : {1, 2}) {
+// Whatever the thread count, and whatever the layout the model computes in: --channels-last on
+// takes the CPU through NCHW copies, and checkpoints are NCHW either way.
+TEST_F(TrainCli, DeterministicWeightsWhateverTheThreadCountAndLayout) {
+  const std::vector<std::vector<std::string>> runs = {
+      {"--threads", "1"}, {"--threads", "2"}, {"--threads", "2", "--channels-last", "on"}};
+  for (std::size_t i = 0; i < runs.size(); ++i) {
     auto args = base(1);
-    args.back() = (dir_.path() / ("ck" + std::to_string(threads))).string();
-    args.insert(args.end(), {"--deterministic", "--threads", std::to_string(threads)});
+    args.back() = (dir_.path() / ("ck" + std::to_string(i))).string();
+    args.push_back("--deterministic");
+    args.insert(args.end(), runs[i].begin(), runs[i].end());
     const auto run = run_stoke(scratch(), args);
     ASSERT_EQ(run.exit_code, 0) << run.err;
   }
-  const std::string one = bytes_of(dir_.path() / "ck1" / "last.safetensors");
+  const std::string one = bytes_of(dir_.path() / "ck0" / "last.safetensors");
   ASSERT_FALSE(one.empty());
-  EXPECT_TRUE(one == bytes_of(dir_.path() / "ck2" / "last.safetensors"));
+  EXPECT_TRUE(one == bytes_of(dir_.path() / "ck1" / "last.safetensors")) << "--threads 2";
+  EXPECT_TRUE(one == bytes_of(dir_.path() / "ck2" / "last.safetensors")) << "--channels-last on";
   // --deterministic is a promise of the CPU device only.
   const auto cuda =
       run_stoke(scratch(), {"train", "--data", (data() / "train").string(), "--deterministic", "--device", "cuda:0"});

@@ -318,17 +318,48 @@ TEST_F(MixedPrecisionTrainer, F16OverflowSkipsTheStepAndLowersTheScale) {
   EXPECT_NE(testing::parameter_values(*half_model), before);
 }
 
-TEST_F(MixedPrecisionTrainer, CpuBackendRefusesMixedPrecisionAndChannelsLastNamingTheFix) {
+TEST_F(MixedPrecisionTrainer, CpuBackendRefusesMixedPrecisionNamingTheFix) {
   const std::unique_ptr<Backend> cpu = make_backend(Device::cpu());
   auto m = model();
   Trainer bf16(*m, *cpu, options(DType::bf16));
   expect_throw_mentioning<std::invalid_argument>([&] { (void)bf16.train_batch(images_, labels_); },
-                                                 "need a CUDA device");
+                                                 "needs a CUDA device");
+  // Channels-last images need a channels-last model (the CPU computes them; see below).
   Trainer f32(*m, *cpu, options(DType::f32));
   expect_throw_mentioning<std::invalid_argument>(
-      [&] { (void)f32.train_batch(to_layout(images_, TensorLayout::nhwc), labels_); }, "nhwc");
+      [&] { (void)f32.train_batch(to_layout(images_, TensorLayout::nhwc), labels_); }, "to_layout");
   expect_throw_mentioning<std::invalid_argument>([&] { Trainer bad(*m, *cpu, options(DType::u8)); },
                                                  "f32, bf16 or f16");
+  EXPECT_TRUE(cpu->supports(DType::f32, TensorLayout::nhwc));
+  EXPECT_EQ(cpu->preferred_layout(DType::f32), TensorLayout::nchw);
+}
+
+// The CpuBackend computes channels-last calls on NCHW copies: a model trained channels-last makes
+// the same steps as one trained NCHW, bit for bit, and saves the same checkpoint bytes (PyTorch's
+// order). Every kind of layer the catalog uses: convolutions (grouped too), batch norm, pooling,
+// residual adds.
+TEST_F(MixedPrecisionTrainer, CpuChannelsLastTrainsBitForBitAsNchw) {
+  const std::unique_ptr<Backend> cpu = make_backend(Device::cpu());
+  const Tensor nhwc_images = to_layout(images_, TensorLayout::nhwc);
+  for (const std::string name : {"small_cnn", "mobilenet", "resnet18"}) {
+    SCOPED_TRACE(name);
+    auto planar = make_model(name, {.classes = kClasses, .seed = 8, .width = 8});
+    auto interleaved = make_model(name, {.classes = kClasses, .seed = 8, .width = 8});
+    interleaved->to_layout(TensorLayout::nhwc);
+    EXPECT_EQ(interleaved->layout(), TensorLayout::nhwc);
+    EXPECT_EQ(planar->layout(), TensorLayout::nchw);
+    Trainer a(*planar, *cpu, options(DType::f32));
+    Trainer b(*interleaved, *cpu, options(DType::f32));
+    for (int step = 0; step < 2; ++step) {
+      const LossStats la = a.train_batch(images_, labels_).read();
+      const LossStats lb = b.train_batch(nhwc_images, labels_).read();
+      EXPECT_EQ(la.loss, lb.loss) << "step " << step;
+    }
+    a.save(dir_ / "nchw.safetensors");
+    b.save(dir_ / "nhwc.safetensors");
+    EXPECT_EQ(testing::file_bytes(dir_ / "nchw.safetensors"), testing::file_bytes(dir_ / "nhwc.safetensors"));
+    EXPECT_EQ(a.predict(images_).to_vector(), b.predict(nhwc_images).to_vector());
+  }
 }
 
 }  // namespace

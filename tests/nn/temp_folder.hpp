@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 
@@ -28,5 +30,13 @@ class TempFolderTest : public ::testing::Test {
 
   std::filesystem::path dir_;
 };
+
+/// The bytes of the file at `path` (empty when it cannot be read).
+inline std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
 
 }  // namespace stoke::nn::testing

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "stoke/train/builtin.hpp"
+#include "stoke/train/evaluate.hpp"
 #include "stoke/train/model_card.hpp"
+#include "train_test_support.hpp"
 
 namespace stoke::train {
 namespace {
@@ -88,6 +90,71 @@ TEST(Recipe, MakeModelPutsTheModelOnTheBackendsDevice) {
   EXPECT_GT(nn::parameter_count(*a), 0);
   EXPECT_EQ(nn::parameter_count(*a), nn::parameter_count(*b));
   EXPECT_THROW(make_model({.model = "no_such_model"}, 3, *backend), std::invalid_argument);
+}
+
+TEST(Recipe, ChannelsLastNamesAndLayouts) {
+  EXPECT_EQ(parse_channels_last("auto"), ChannelsLast::automatic);
+  EXPECT_EQ(to_string(parse_channels_last("on")), "on");
+  EXPECT_EQ(to_string(parse_channels_last("off")), "off");
+  try {
+    (void)parse_channels_last("yes");
+    ADD_FAILURE() << "'yes' was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("auto, on or off"));
+  }
+  const auto cpu = nn::make_backend(gpu::Device::cpu());
+  EXPECT_EQ(compute_layout(ChannelsLast::automatic, *cpu, gpu::DType::f32), gpu::TensorLayout::nchw);
+  EXPECT_EQ(compute_layout(ChannelsLast::on, *cpu, gpu::DType::f32), gpu::TensorLayout::nhwc);
+  try {
+    (void)compute_layout(ChannelsLast::on, *cpu, gpu::DType::bf16);
+    ADD_FAILURE() << "bf16 on the CPU was taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("needs a CUDA device"));
+  }
+  EXPECT_THAT(settings_of({.channels_last = ChannelsLast::on}), Contains(Pair("channels-last", "on")));
+}
+
+// A run trained channels-last and one trained NCHW from the same seed, through the whole of
+// fit() (the compute stage converting the uint8 batches into the model's layout): the same
+// checkpoint bytes (NCHW, PyTorch's order), and the same predictions whichever layout loads it.
+TEST(Recipe, ChannelsLastTrainsTheSameCheckpointAsNchw) {
+  const test::TempDir dir;
+  const std::filesystem::path root = test::write_tiny_shapes(dir);
+  const nodes::DatasetPtr train_set = open_dataset(root / "train");
+  const auto backend = nn::make_backend(gpu::Device::cpu());
+  std::vector<std::string> checkpoints;
+  for (const ChannelsLast layout : {ChannelsLast::off, ChannelsLast::on}) {
+    const Recipe recipe{.epochs = 2,
+                        .batch = 4,
+                        .size = 16,
+                        .transforms = {"random_resized_crop size=16", "random_horizontal_flip", "normalize"},
+                        .channels_last = layout,
+                        .seed = 5,
+                        .threads = 2,
+                        .autotune = false};
+    const auto model = make_model(recipe, 2, *backend);
+    EXPECT_EQ(model->layout(), layout == ChannelsLast::on ? gpu::TensorLayout::nhwc : gpu::TensorLayout::nchw);
+    nn::Trainer trainer(*model, *backend, trainer_options(recipe, train_set->size()));
+    const std::filesystem::path folder = dir / std::string(to_string(layout));
+    (void)fit(trainer, train_set, nullptr, fit_options(recipe, train_set->classes()),
+              {.checkpoint = checkpoint_every_epoch(folder)});
+    checkpoints.push_back(test::bytes_of(folder / "last.safetensors"));
+  }
+  ASSERT_FALSE(checkpoints[0].empty());
+  EXPECT_TRUE(checkpoints[0] == checkpoints[1]) << "the channels-last run saved other bytes";
+
+  const std::filesystem::path checkpoint = dir / "on" / "last.safetensors";
+  const std::vector<std::string> files = {train_set->name(0), train_set->name(9)};
+  const InferenceModel planar = load_for_inference(checkpoint, *backend, ChannelsLast::off);
+  const InferenceModel interleaved = load_for_inference(checkpoint, *backend, ChannelsLast::on);
+  EXPECT_EQ(interleaved.model->layout(), gpu::TensorLayout::nhwc);
+  const auto a = classify_files(planar, files, *backend);
+  const auto b = classify_files(interleaved, files, *backend);
+  ASSERT_EQ(a.size(), files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    ASSERT_TRUE(a[i].ok()) << a[i].error;
+    EXPECT_EQ(a[i].probabilities, b[i].probabilities) << files[i];
+  }
 }
 
 }  // namespace

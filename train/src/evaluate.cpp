@@ -47,9 +47,12 @@ class ImageFiles final : public nodes::Dataset {
   std::vector<std::string> files_;
 };
 
-// The input of evaluation and prediction: the card's size and transforms, every item once in order.
-InputConfig inference_input(const ModelCard& card, std::size_t batch_size) {
+// The input of evaluation and prediction: the card's size and transforms, every item once in order,
+// converted into the model's layout.
+InputConfig inference_input(const InferenceModel& model, std::size_t batch_size) {
+  const ModelCard& card = model.card;
   InputConfig config;
+  config.convert_layout = model.model->layout();
   config.batch_size = batch_size;
   config.size = card.image_size;
   config.transforms = card.eval_transforms;
@@ -84,7 +87,7 @@ void check_classes(const nodes::Dataset& dataset, const std::string& data, const
 Evaluation evaluate(const InferenceModel& model, const nodes::DatasetPtr& dataset, nn::Backend& backend,
                     const EvaluateOptions& options) {
   if (!dataset) throw std::invalid_argument("evaluate: no dataset");
-  InputConfig config = inference_input(model.card, options.batch_size);
+  InputConfig config = inference_input(model, options.batch_size);
   config.threads = options.threads;
   config.tuning.target = "evaluate";
 
@@ -127,7 +130,7 @@ Evaluation evaluate(const InferenceModel& model, const nodes::DatasetPtr& datase
 std::vector<FilePrediction> classify_files(const InferenceModel& model, const std::vector<std::string>& files,
                                            nn::Backend& backend, std::size_t batch_size) {
   if (files.empty()) return {};
-  InputConfig config = inference_input(model.card, std::min(batch_size, files.size()));
+  InputConfig config = inference_input(model, std::min(batch_size, files.size()));
   config.autotune = false;
   config.on_error = graph::OnError::skip;
   const auto dataset = std::make_shared<const ImageFiles>(files);

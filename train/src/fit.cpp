@@ -371,6 +371,11 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
   val_input.rank = rank;
   val_input.world = world;
   val_input.remainder = nodes::ShardRemainder::uneven;  // every item counted once
+  // The batches arrive in the dtype and layout the model computes in: no cast, no transpose.
+  for (InputConfig* input : {&train_input, &val_input}) {
+    input->convert_dtype = trainer.options().compute;
+    input->convert_layout = trainer.model().layout();
+  }
   std::map<std::string, std::string> metadata = options.metadata;
 
   FitResult result;

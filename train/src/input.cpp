@@ -201,7 +201,11 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   auto transforms = make_transforms(config);
   std::optional<gpu::ConvertOptions> convert;
   if (config.convert_on_device) {
-    convert = gpu::ConvertOptions{.mean = {0.0f}, .stddev = {1.0f}};  // 0..1, every channel
+    convert = gpu::ConvertOptions{.mean = {0.0f},  // 0..1, every channel
+                                  .stddev = {1.0f},
+                                  .range = 0,
+                                  .dtype = config.convert_dtype,
+                                  .layout = config.convert_layout};
     if (const auto* normalize =
             dynamic_cast<const nodes::Normalize*>(transforms.empty() ? nullptr : transforms.back().get())) {
       convert->mean.assign(normalize->mean().begin(), normalize->mean().end());

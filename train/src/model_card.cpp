@@ -66,7 +66,7 @@ ModelCard model_card_from(const std::map<std::string, std::string>& metadata, co
   return card;
 }
 
-InferenceModel load_for_inference(const fs::path& checkpoint, nn::Backend& backend) {
+InferenceModel load_for_inference(const fs::path& checkpoint, nn::Backend& backend, ChannelsLast layout) {
   // The header first: the card says which model to build, and a file that is not a checkpoint
   // fails here without its tensors being read.
   const std::string source = checkpoint.string();
@@ -78,6 +78,8 @@ InferenceModel load_for_inference(const fs::path& checkpoint, nn::Backend& backe
     throw std::runtime_error(source + ": the checkpoint's model cannot be built: " + e.what());
   }
   loaded.model->to(backend.device(), backend.stream());
+  // Inference computes in f32; the checkpoint's NCHW weights load into either layout.
+  loaded.model->to_layout(compute_layout(layout, backend, gpu::DType::f32), backend.stream());
   nn::load_weights(checkpoint, *loaded.model, backend.stream());
   return loaded;
 }

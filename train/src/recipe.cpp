@@ -14,6 +14,7 @@ int Recipe::image_size() const { return size > 0 ? size : default_image_size(mod
 std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn::Backend& backend, int channels) {
   auto model = nn::make_model(recipe.model, {.classes = classes, .in_channels = channels, .seed = recipe.seed});
   model->to(backend.device(), backend.stream());
+  model->to_layout(compute_layout(recipe.channels_last, backend, recipe.precision), backend.stream());
   return model;
 }
 
@@ -45,7 +46,8 @@ std::vector<std::pair<std::string, std::string>> settings_of(const Recipe& recip
                                 number(recipe.warmup) + " epochs"},
           {"input threads", recipe.threads > 0 ? std::to_string(recipe.threads) : "the scheduler's choice"},
           {"autotune", recipe.autotune ? "on" : "off"},
-          {"seed", std::to_string(recipe.seed)}};
+          {"seed", std::to_string(recipe.seed)},
+          {"channels-last", std::string(to_string(recipe.channels_last))}};
 }
 
 InputConfig training_input(const Recipe& recipe) {

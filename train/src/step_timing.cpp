@@ -44,10 +44,12 @@ StepTiming time_train_steps(nn::Trainer& trainer, nn::Backend& backend, const Ba
     throw std::invalid_argument("time_train_steps: set a number of steps or seconds");
   }
   const nn::Tensor& raw = options.convert_from;
-  if (raw.defined() && (raw.dtype() != gpu::DType::u8 || raw.shape() != batch.images.shape() ||
-                        batch.images.dtype() != gpu::DType::f32)) {
+  if (raw.defined() &&
+      (raw.dtype() != gpu::DType::u8 || raw.shape() != batch.images.shape() ||
+       batch.images.dtype() != options.convert.dtype || batch.images.layout() != options.convert.layout)) {
     throw std::invalid_argument("time_train_steps: convert_from must be uint8 pixels of the images' shape (" +
-                                nn::to_string(batch.images.shape()) + "), and the images f32");
+                                nn::to_string(batch.images.shape()) + "), and the images (" + batch.images.describe() +
+                                ") in the convert options' dtype and layout");
   }
   const auto convert = [&] {
     if (!raw.defined()) return;

@@ -120,6 +120,13 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                                              const Tensor& running_mean, const Tensor& running_var, double momentum,
                                              double eps, const Tensor& y, const Tensor& saved_mean,
                                              const Tensor& saved_invstd) {
+  if (NchwCopies::needed({&x, &y})) {
+    NchwCopies nchw;
+    batch_norm_forward_training(nchw.in(x), gamma, beta, running_mean, running_var, momentum, eps, nchw.out(y),
+                                saved_mean, saved_invstd);
+    nchw.write_back();
+    return;
+  }
   constexpr const char* kernel = "batch_norm_forward_training";
   const Planes p = check_forward(kernel, x, gamma, beta, running_mean, running_var, y);
   const Shape channels{p.c};
@@ -168,6 +175,12 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                               const Tensor& running_mean, const Tensor& running_var, double eps,
                                               const Tensor& y) {
+  if (NchwCopies::needed({&x, &y})) {
+    NchwCopies nchw;
+    batch_norm_forward_inference(nchw.in(x), gamma, beta, running_mean, running_var, eps, nchw.out(y));
+    nchw.write_back();
+    return;
+  }
   const Planes p = check_forward("batch_norm_forward_inference", x, gamma, beta, running_mean, running_var, y);
 
   const float* xp = x.data_as<const float>();
@@ -188,6 +201,12 @@ void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gam
 void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
                                      const Tensor& saved_invstd, const Tensor& dx, const Tensor& dgamma,
                                      const Tensor& dbeta) {
+  if (NchwCopies::needed({&x, &dy, &dx})) {
+    NchwCopies nchw;
+    batch_norm_backward(nchw.in(x), nchw.in(dy), gamma, saved_mean, saved_invstd, nchw.out(dx), dgamma, dbeta);
+    nchw.write_back();
+    return;
+  }
   constexpr const char* kernel = "batch_norm_backward";
   require_cpu_f32(x, "batch_norm_backward's x");
   const Planes p = planes_of(x, kernel);

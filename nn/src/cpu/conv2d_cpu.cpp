@@ -372,6 +372,12 @@ void depthwise_backward_filter(const ConvDims& d, const float* x, const float* d
 
 void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
                                 const Tensor& y) {
+  if (NchwCopies::needed({&x, &w, &y})) {
+    NchwCopies nchw;
+    conv2d_forward(g, nchw.in(x), nchw.in(w), b, nchw.out(y));
+    nchw.write_back();
+    return;
+  }
   require_cpu_f32(x, "conv2d_forward's x");
   require_cpu_f32(w, "conv2d_forward's w");
   require_cpu_f32(y, "conv2d_forward's y");
@@ -419,6 +425,12 @@ void CpuBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const 
 }
 
 void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy, const Tensor& w, const Tensor& dx) {
+  if (NchwCopies::needed({&dy, &w, &dx})) {
+    NchwCopies nchw;
+    conv2d_backward_data(g, nchw.in(dy), nchw.in(w), nchw.out(dx));
+    nchw.write_back();
+    return;
+  }
   require_cpu_f32(dy, "conv2d_backward_data's dy");
   require_cpu_f32(w, "conv2d_backward_data's w");
   require_cpu_f32(dx, "conv2d_backward_data's dx");
@@ -465,6 +477,12 @@ void CpuBackend::conv2d_backward_data(const Conv2dGeometry& g, const Tensor& dy,
 
 void CpuBackend::conv2d_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy, const Tensor& dw,
                                         const Tensor& db) {
+  if (NchwCopies::needed({&x, &dy, &dw})) {
+    NchwCopies nchw;
+    conv2d_backward_filter(g, nchw.in(x), nchw.in(dy), nchw.out(dw), db);
+    nchw.write_back();
+    return;
+  }
   require_cpu_f32(x, "conv2d_backward_filter's x");
   require_cpu_f32(dy, "conv2d_backward_filter's dy");
   require_cpu_f32(dw, "conv2d_backward_filter's dw");

@@ -3,6 +3,8 @@
 // convolution and Linear, oneTBB across items and channels. OpenBLAS runs single-threaded inside
 // these kernels (oneTBB does the threading), so the two never oversubscribe the cores.
 //
+// Channels-last (NHWC) calls are computed on NCHW copies (NchwCopies, channels_last_cpu.cpp).
+//
 // Its methods live in one file per kind of kernel: conv2d_cpu.cpp, linear_cpu.cpp,
 // batch_norm_cpu.cpp, elementwise_cpu.cpp (relu, add, dropout, cast, scale, all_finite),
 // pooling_cpu.cpp, loss_cpu.cpp (softmax and binary cross-entropy), optimizer_cpu.cpp (SGD and
@@ -21,8 +23,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "stoke/graph/block_cache.hpp"
 #include "stoke/nn/backend.hpp"
@@ -41,6 +46,8 @@ class CpuBackend final : public Backend {
   Device device() const noexcept override { return Device::cpu(); }
   StreamView stream() const noexcept override { return StreamView::host(); }
   std::string describe() const override;
+  /// f32, in NCHW or NHWC: a channels-last call computes on NCHW copies (NchwCopies below).
+  bool supports(DType dtype, TensorLayout layout) const noexcept override;
   Tensor empty(Shape shape, DType dtype, TensorLayout layout) override;
 
   void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -156,6 +163,39 @@ void for_chunks(std::int64_t n, const Body& body) {
 /// Throws std::invalid_argument naming `what` unless `t` is an f32 tensor on the CPU in NCHW
 /// (row-major) order: what every CpuBackend kernel takes.
 void require_cpu_f32(const Tensor& t, const char* what);
+
+/// Throws std::invalid_argument naming `what` unless `t` is an f32 tensor on the CPU, in either
+/// layout: what the kernels that go element by element take (their operands in one layout).
+void require_cpu_f32_elements(const Tensor& t, const char* what);
+/// Throws std::invalid_argument naming `kernel` unless the 4-d tensors among `tensors` (undefined
+/// ones and others ignored) share one layout: element-wise kernels pair elements by memory order.
+void require_one_layout(std::initializer_list<const Tensor*> tensors, const char* kernel);
+
+/// The CPU kernels are NCHW ones. A call with channels-last (NHWC) operands computes on NCHW
+/// copies of them and writes its outputs back: the same numbers as the NCHW call, bit for bit,
+/// at the price of two transpositions. The CPU gains no speed from channels-last; it takes it so
+/// that a channels-last run can be checked against an NCHW one, and any code runs on any backend.
+///
+///   if (NchwCopies::needed({&x, &y})) {
+///     NchwCopies nchw;
+///     relayouted_kernel(nchw.in(x), nchw.out(y));
+///     nchw.write_back();
+///   }
+class NchwCopies {
+ public:
+  /// True when any of `tensors` (undefined ones ignored) is a 4-d NHWC tensor.
+  static bool needed(std::initializer_list<const Tensor*> tensors) noexcept;
+  /// `t` itself when it is not 4-d NHWC, else an NCHW copy.
+  Tensor in(const Tensor& t);
+  /// The same, for a tensor the kernel writes (or accumulates into: the copy holds t's values);
+  /// write_back() copies it into `t`.
+  Tensor out(const Tensor& t);
+  /// Copies the outputs' NCHW results into the NHWC tensors given to out().
+  void write_back();
+
+ private:
+  std::vector<std::pair<Tensor, Tensor>> outputs_;  // (the NHWC tensor, its NCHW copy)
+};
 
 /// Throws std::invalid_argument "CpuBackend: <what> is <t>; expected <shape>" unless `t` has the
 /// shape `expected`.

@@ -82,9 +82,10 @@ void store(void* data, DType dtype, std::int64_t i, float v) {
 }  // namespace
 
 void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
-  require_cpu_f32(x, "relu_forward's x");
-  require_cpu_f32(y, "relu_forward's y");
+  require_cpu_f32_elements(x, "relu_forward's x");
+  require_cpu_f32_elements(y, "relu_forward's y");
   require_same_count(x, y, "relu_forward");
+  require_one_layout({&x, &y}, "relu_forward");
   const float* in = x.data_as<const float>();
   float* out = y.data_as<float>();
   // v < 0 ? 0 : v rather than max(v, 0): a NaN goes through, as in PyTorch, so all_finite sees it.
@@ -94,11 +95,12 @@ void CpuBackend::relu_forward(const Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  require_cpu_f32(y, "relu_backward's y");
-  require_cpu_f32(dy, "relu_backward's dy");
-  require_cpu_f32(dx, "relu_backward's dx");
+  require_cpu_f32_elements(y, "relu_backward's y");
+  require_cpu_f32_elements(dy, "relu_backward's dy");
+  require_cpu_f32_elements(dx, "relu_backward's dx");
   require_same_count(y, dy, "relu_backward");
   require_same_count(dy, dx, "relu_backward");
+  require_one_layout({&y, &dy, &dx}, "relu_backward");
   const float* out = y.data_as<const float>();
   const float* grad_out = dy.data_as<const float>();
   float* grad_in = dx.data_as<float>();
@@ -114,11 +116,12 @@ void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, const Tensor& 
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
-  require_cpu_f32(a, "add's a");
-  require_cpu_f32(b, "add's b");
-  require_cpu_f32(y, "add's y");
+  require_cpu_f32_elements(a, "add's a");
+  require_cpu_f32_elements(b, "add's b");
+  require_cpu_f32_elements(y, "add's y");
   require_same_count(a, b, "add");
   require_same_count(a, y, "add");
+  require_one_layout({&a, &b, &y}, "add");
   const float* lhs = a.data_as<const float>();
   const float* rhs = b.data_as<const float>();
   float* out = y.data_as<float>();
@@ -128,8 +131,8 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, const Tensor& y) {
 }
 
 void CpuBackend::dropout_forward(const Tensor& x, float p, std::uint64_t seed, const Tensor& mask, const Tensor& y) {
-  require_cpu_f32(x, "dropout_forward's x");
-  require_cpu_f32(y, "dropout_forward's y");
+  require_cpu_f32_elements(x, "dropout_forward's x");
+  require_cpu_f32_elements(y, "dropout_forward's y");
   require_same_count(x, y, "dropout_forward");
   require_mask(mask, x, "dropout_forward");
   require_probability(p, "dropout_forward");
@@ -148,8 +151,8 @@ void CpuBackend::dropout_forward(const Tensor& x, float p, std::uint64_t seed, c
 }
 
 void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, float p, const Tensor& dx) {
-  require_cpu_f32(dy, "dropout_backward's dy");
-  require_cpu_f32(dx, "dropout_backward's dx");
+  require_cpu_f32_elements(dy, "dropout_backward's dy");
+  require_cpu_f32_elements(dx, "dropout_backward's dx");
   require_same_count(dy, dx, "dropout_backward");
   require_mask(mask, dy, "dropout_backward");
   require_probability(p, "dropout_backward");
@@ -224,7 +227,7 @@ bool CpuBackend::all_finite(const Tensor& x) {
 }
 
 void CpuBackend::scale(const Tensor& x, float alpha) {
-  require_cpu_f32(x, "scale's x");
+  require_cpu_f32_elements(x, "scale's x");
   float* v = x.data_as<float>();
   for_chunks(x.numel(), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) v[i] *= alpha;

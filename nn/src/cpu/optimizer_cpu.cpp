@@ -26,12 +26,13 @@ void require_count(const Tensor& t, std::int64_t count, const char* kernel, cons
 
 void CpuBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer,
                             const SgdStep& step) {
-  require_cpu_f32(param, "sgd_update's param");
-  require_cpu_f32(grad, "sgd_update's grad");
+  require_cpu_f32_elements(param, "sgd_update's param");
+  require_cpu_f32_elements(grad, "sgd_update's grad");
   require_count(grad, param.numel(), "sgd_update", "the gradient");
+  require_one_layout({&param, &grad, &momentum_buffer}, "sgd_update");
   const bool with_momentum = step.momentum != 0;
   if (with_momentum) {
-    require_cpu_f32(momentum_buffer, "sgd_update's momentum_buffer");
+    require_cpu_f32_elements(momentum_buffer, "sgd_update's momentum_buffer");
     require_count(momentum_buffer, param.numel(), "sgd_update", "the momentum buffer");
   }
   float* p = param.data_as<float>();
@@ -53,13 +54,14 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tenso
 
 void CpuBackend::adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                               const AdamWStep& step) {
-  require_cpu_f32(param, "adamw_update's param");
-  require_cpu_f32(grad, "adamw_update's grad");
-  require_cpu_f32(exp_avg, "adamw_update's exp_avg");
-  require_cpu_f32(exp_avg_sq, "adamw_update's exp_avg_sq");
+  require_cpu_f32_elements(param, "adamw_update's param");
+  require_cpu_f32_elements(grad, "adamw_update's grad");
+  require_cpu_f32_elements(exp_avg, "adamw_update's exp_avg");
+  require_cpu_f32_elements(exp_avg_sq, "adamw_update's exp_avg_sq");
   require_count(grad, param.numel(), "adamw_update", "the gradient");
   require_count(exp_avg, param.numel(), "adamw_update", "exp_avg");
   require_count(exp_avg_sq, param.numel(), "adamw_update", "exp_avg_sq");
+  require_one_layout({&param, &grad, &exp_avg, &exp_avg_sq}, "adamw_update");
   if (step.step < 1) {
     throw std::invalid_argument("CpuBackend::adamw_update: step " + std::to_string(step.step) +
                                 " is not a step number (they count from 1)");

@@ -92,6 +92,12 @@ bool is_plain_2x2(const Pool2dGeometry& g) { return g.kernel == 2 && g.stride ==
 }  // namespace
 
 void CpuBackend::max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y) {
+  if (NchwCopies::needed({&x, &y})) {
+    NchwCopies nchw;
+    max_pool2d_forward(g, nchw.in(x), nchw.out(y));
+    nchw.write_back();
+    return;
+  }
   require_image(x, "max_pool2d_forward's x");
   require_image(y, "max_pool2d_forward's y");
   require_cpu_shape(y, pooled_shape(g, x), "max_pool2d_forward's y");
@@ -125,6 +131,12 @@ void CpuBackend::max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, co
 
 void CpuBackend::max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, const Tensor& y, const Tensor& dy,
                                      const Tensor& dx) {
+  if (NchwCopies::needed({&x, &y, &dy, &dx})) {
+    NchwCopies nchw;
+    max_pool2d_backward(g, nchw.in(x), nchw.in(y), nchw.in(dy), nchw.out(dx));
+    nchw.write_back();
+    return;
+  }
   require_image(x, "max_pool2d_backward's x");
   require_image(dy, "max_pool2d_backward's dy");
   require_image(dx, "max_pool2d_backward's dx");
@@ -177,6 +189,12 @@ void CpuBackend::max_pool2d_backward(const Pool2dGeometry& g, const Tensor& x, c
 }
 
 void CpuBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y) {
+  if (NchwCopies::needed({&x})) {
+    NchwCopies nchw;
+    global_avg_pool_forward(nchw.in(x), y);
+    nchw.write_back();
+    return;
+  }
   require_image(x, "global_avg_pool_forward's x");
   require_cpu_f32(y, "global_avg_pool_forward's y");
   require_cpu_shape(y, {x.dim(0), x.dim(1)}, "global_avg_pool_forward's y");
@@ -193,6 +211,12 @@ void CpuBackend::global_avg_pool_forward(const Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::global_avg_pool_backward(const Tensor& dy, const Tensor& dx) {
+  if (NchwCopies::needed({&dx})) {
+    NchwCopies nchw;
+    global_avg_pool_backward(dy, nchw.out(dx));
+    nchw.write_back();
+    return;
+  }
   require_cpu_f32(dy, "global_avg_pool_backward's dy");
   require_image(dx, "global_avg_pool_backward's dx");
   require_cpu_shape(dy, {dx.dim(0), dx.dim(1)}, "global_avg_pool_backward's dy");

@@ -40,6 +40,7 @@ class CudaBackend final : public Backend {
   StreamView stream() const noexcept override { return stream_; }
   std::string describe() const override;
   bool supports(DType dtype, TensorLayout layout) const noexcept override;
+  TensorLayout preferred_layout(DType dtype) const noexcept override;
   Tensor empty(Shape shape, DType dtype, TensorLayout layout) override;
 
   void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,

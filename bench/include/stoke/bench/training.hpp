@@ -47,7 +47,9 @@ struct TrainingBenchOptions {
 /// Runs options.repeats rounds of train::time_train_steps on `synthetic` (converting a uint8 batch
 /// before each step, as the pipeline's compute stage does) and
 /// train::time_pipeline_steps on `dataset` through `input` (named `source` in errors), both with
-/// `trainer`, and takes the medians. Throws what those throw.
+/// `trainer`, and takes the medians. Both convert the uint8 pixels into the trainer's compute
+/// dtype and its model's layout, which `synthetic` must be in (train::synthetic_batch). Throws
+/// what those throw.
 TrainingBenchResult measure_training(nn::Trainer& trainer, nn::Backend& backend, const train::BatchTensors& synthetic,
                                      const nodes::DatasetPtr& dataset, train::InputConfig input,
                                      const std::string& source, const TrainingBenchOptions& options);

@@ -106,8 +106,13 @@ class Backend {
   /// "cpu (OpenBLAS, 2 threads)", "cuda:0 NVIDIA H200 (cuDNN 9.x, cuBLAS 13.x)".
   virtual std::string describe() const = 0;
   /// True when the kernels compute in `dtype` with images in `layout`. The base answers for f32
-  /// NCHW only, all the CpuBackend takes; CudaBackend takes f32, bf16 and f16 in NCHW and NHWC.
+  /// NCHW only; the CpuBackend takes f32 in both layouts (NHWC through NCHW copies), CudaBackend
+  /// f32, bf16 and f16 in NCHW and NHWC.
   virtual bool supports(DType dtype, TensorLayout layout) const noexcept;
+  /// The layout this backend computes `dtype` fastest in: NCHW in the base (and on the CPU, whose
+  /// kernels are NCHW ones); NHWC for bf16 and f16 on CUDA, where the tensor cores want
+  /// channels-last. What `--channels-last auto` picks.
+  virtual TensorLayout preferred_layout(DType dtype) const noexcept;
 
   /// Uninitialised memory on the device for a tensor (pooled on CUDA, so a training step
   /// allocates nothing from the driver once the shapes are known).

@@ -96,6 +96,9 @@ class Layer {
   /// parameters' layout). Parameters on a GPU make a round trip through the host (once, before
   /// training).
   void to_layout(TensorLayout layout, StreamView stream = StreamView::host());
+  /// The layout of the 4-d parameters, which is the layout the inputs must come in: what
+  /// to_layout() last made them (NCHW for a model without 4-d parameters).
+  TensorLayout layout();
   /// Frees what forward kept for backward.
   virtual void release_activations() {}
 

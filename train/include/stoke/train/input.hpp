@@ -53,6 +53,11 @@ struct InputConfig {
   /// batch and to copy). run_epoch sets it. Off: batches are float NCHW when the last transform
   /// is normalize, uint8 NHWC otherwise.
   bool convert_on_device = false;
+  /// With convert_on_device, what the uint8 batches are converted into: the dtype (f32, bf16 or
+  /// f16) and layout the model computes in, so that its step gets them without a cast or a
+  /// transpose (fit and evaluate set them from the model).
+  gpu::DType convert_dtype = gpu::DType::f32;
+  gpu::TensorLayout convert_layout = gpu::TensorLayout::nchw;
   bool fuse = true;           ///< let the first transform's crop be done by the JPEG decoder
   int threads = 0;            ///< parallel stages' concurrency (0: one per core)
   std::size_t in_flight = 0;  ///< items in flight (0: 4 batches' worth, at least 256)

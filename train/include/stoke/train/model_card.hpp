@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "stoke/train/compute.hpp"
+
 namespace stoke::train {
 
 /// Checkpoint metadata for inference (Trainer::set_metadata): the model's name, its image size,
@@ -35,9 +37,12 @@ struct InferenceModel {
   std::unique_ptr<nn::Sequential> model;
 };
 /// Reads the card from the checkpoint's header, builds the model it names with its classes on
-/// `backend`'s device and loads the weights. Throws std::runtime_error naming the file when it
+/// `backend`'s device, in `layout` for f32 (compute_layout), and loads the weights (a checkpoint
+/// holds them NCHW whatever layout trained it). Throws std::runtime_error naming the file when it
 /// cannot be read, is not a (complete) safetensors file, has no card (not written by `stoke
-/// train`), or its weights do not fit the model the card names.
-InferenceModel load_for_inference(const std::filesystem::path& checkpoint, nn::Backend& backend);
+/// train`), or its weights do not fit the model the card names; std::invalid_argument when the
+/// backend cannot compute in that layout.
+InferenceModel load_for_inference(const std::filesystem::path& checkpoint, nn::Backend& backend,
+                                  ChannelsLast layout = ChannelsLast::automatic);
 
 }  // namespace stoke::train

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "stoke/train/compute.hpp"
 #include "stoke/train/fit.hpp"
 
 namespace stoke::train {
@@ -42,6 +43,8 @@ struct Recipe {
   float label_smoothing = 0.05f;
   int accumulate = 1;                              ///< batches per optimizer step
   gpu::DType precision = gpu::DType::f32;          ///< bf16 / f16: mixed precision (CUDA)
+  /// The layout the model computes in (compute_layout): auto is NHWC for bf16 / f16 on CUDA.
+  ChannelsLast channels_last = ChannelsLast::automatic;
   std::uint64_t seed = 0;                          ///< initial weights, shuffling, augmentation, dropout
   int threads = 0;                                 ///< input threads (0: the scheduler's choice)
   bool autotune = true;                            ///< the scheduler moves the input stages' threads
@@ -59,7 +62,8 @@ struct Recipe {
 };
 
 /// The recipe's model for `classes` classes, its initial weights from the seed, on `backend`'s
-/// device. Throws std::invalid_argument for an unknown model name (listing the known ones).
+/// device in the recipe's layout (compute_layout). Throws std::invalid_argument for an unknown
+/// model name (listing the known ones), or a precision and layout the backend cannot compute in.
 std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn::Backend& backend, int channels = 3);
 
 /// SGD (Nesterov momentum, weight decay) with the recipe's schedule over its epochs of
@@ -67,7 +71,7 @@ std::unique_ptr<nn::Sequential> make_model(const Recipe& recipe, int classes, nn
 nn::TrainerOptions trainer_options(const Recipe& recipe, std::size_t train_images);
 
 /// The recipe as rows of a settings table (the report's, see FitRecording): precision, epochs,
-/// batch, image size, learning rate, input threads, autotune, seed.
+/// batch, image size, learning rate, input threads, autotune, seed, channels-last.
 std::vector<std::pair<std::string, std::string>> settings_of(const Recipe& recipe);
 
 /// The training input of the recipe: batch, size, transforms, threads, scheduler, error policy.

@@ -37,7 +37,8 @@ struct StepTimingOptions {
   bool read_loss_every_step = false;
   /// Time the compute stage's conversion too, as run_epoch's compute stage does it: before each
   /// step, `convert_from` (uint8 NHWC, synthetic_pixels) is converted with `convert` into the
-  /// batch's images (f32 NCHW of the same shape). Undefined: the images are stepped on as they are.
+  /// batch's images (of the same shape, in convert's dtype and layout). Undefined: the images are
+  /// stepped on as they are.
   nn::Tensor convert_from{};
   gpu::ConvertOptions convert{};
 };
