@@ -2,24 +2,32 @@
 // tolerances), bf16 and f16 (the inputs rounded to the type first, so both backends see the same
 // values; tolerances of the type's precision), in NCHW and NHWC; then two training steps of each
 // model on both backends from the same seed, in f32 and in bf16 / f16 channels-last (mixed
-// precision against the f32 reference). Skips without a CUDA device.
+// precision against the f32 reference); a second backend taking the first's algorithm choices
+// from the file they share. Skips without a CUDA device.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
 #include "compare.hpp"
 #include "emulated_backend.hpp"
+#include "scoped_environment.hpp"
 #include "stoke/gpu/device.hpp"
 #include "stoke/gpu/dtype.hpp"
 #include "stoke/gpu/stream.hpp"
@@ -35,6 +43,7 @@
 namespace stoke::nn {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::expect_same_steps;
 using testing::parameter_values;
 using testing::relative_error;
@@ -498,6 +507,76 @@ TEST_F(CudaBackendF32Test, DescribeNamesTheLibraries) {
   EXPECT_NE(text.find("cuda:0"), std::string::npos) << text;
   EXPECT_NE(text.find("cuDNN"), std::string::npos) << text;
   EXPECT_NE(text.find("cuBLAS"), std::string::npos) << text;
+}
+
+// ---- the file of cuDNN's algorithm choices (nn/src/conv_algorithm_cache.hpp)
+
+// The only cudnn-algorithms-*.json in `folder` (empty when there is none or more than one).
+fs::path algorithm_file_in(const fs::path& folder) {
+  std::vector<fs::path> found;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("cudnn-algorithms-") && name.ends_with(".json")) found.push_back(entry.path());
+  }
+  return found.size() == 1 ? found.front() : fs::path();
+}
+
+std::string text_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+ino_t inode_of(const fs::path& path) {
+  struct stat status {};
+  return ::stat(path.c_str(), &status) == 0 ? status.st_ino : 0;
+}
+
+// A backend with the folder of an earlier one takes that one's choices from the file and searches
+// nothing: the file stays as it was (each search rewrites it, through a new file renamed over it,
+// as a new shape shows), and the convolution gives the same values.
+TEST(CudaBackendAlgorithmFileTest, ASecondBackendTakesTheFirstsChoices) {
+  if (gpu::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << gpu::cuda_unavailable_reason();
+  const fs::path folder = fs::temp_directory_path() / ("stoke_algorithm_file_" + std::to_string(::getpid()));
+  fs::remove_all(folder);
+  const test::ScopedEnvironment cache("STOKE_CACHE", folder.string());
+  const test::ScopedEnvironment on("STOKE_CUDNN_CACHE", "1");
+  Stream stream(Device::cuda(0));
+  const Conv2dGeometry g{.in_channels = 3, .out_channels = 8, .kernel = 3, .stride = 1, .padding = 1};
+  const auto conv = [&](Backend& backend, std::int64_t batch) {
+    const Tensor x = random_tensor({batch, 3, 9, 9}, 1).to(Device::cuda(0), stream);
+    const Tensor w = random_tensor(g.weight_shape(), 2).to(Device::cuda(0), stream);
+    const Tensor y = backend.empty({batch, 8, 9, 9}, DType::f32, TensorLayout::nchw);
+    backend.conv2d_forward(g, x, w, Tensor(), y);
+    return y.to_vector(stream);
+  };
+
+  const std::vector<float> first = conv(*make_backend(Device::cuda(0), stream), 2);
+  const fs::path file = algorithm_file_in(folder);
+  ASSERT_FALSE(file.empty()) << "no cudnn-algorithms-*.json in " << folder;
+  const std::string saved = text_of(file);
+  EXPECT_NE(saved.find("\"key\": \"fwd x[2, 3, 9, 9]"), std::string::npos) << saved;
+  const ino_t inode = inode_of(file);
+
+  const std::unique_ptr<Backend> second = make_backend(Device::cuda(0), stream);
+  EXPECT_EQ(conv(*second, 2), first);
+  EXPECT_EQ(inode_of(file), inode) << "the second backend searched again and rewrote " << file;
+  EXPECT_EQ(text_of(file), saved);
+  conv(*second, 3);  // a new shape: searched, and saved beside the first
+  EXPECT_NE(inode_of(file), inode);
+  EXPECT_NE(text_of(file).find("\"key\": \"fwd x[3, 3, 9, 9]"), std::string::npos);
+  EXPECT_NE(text_of(file).find("\"key\": \"fwd x[2, 3, 9, 9]"), std::string::npos);
+
+  // STOKE_CUDNN_CACHE=0: no file at all.
+  fs::remove_all(folder);
+  {
+    const test::ScopedEnvironment off("STOKE_CUDNN_CACHE", "0");
+    conv(*make_backend(Device::cuda(0), stream), 2);
+  }
+  EXPECT_FALSE(fs::exists(folder));
+  fs::remove_all(folder);
 }
 
 // ---- one training step of each model on both backends

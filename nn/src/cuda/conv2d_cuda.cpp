@@ -1,8 +1,9 @@
 // CudaBackend's convolutions, by cuDNN. Each distinct problem (direction, shapes, geometry,
 // dtype, layouts) gets its algorithm once, from cuDNN's own timing search
-// (cudnnFind*AlgorithmEx on the call's real buffers), which is cached; later calls go straight to
-// the kernel. A single workspace, grown to the largest algorithm's need, serves every call (the
-// calls are ordered on one stream, so they never use it at the same time).
+// (cudnnFind*AlgorithmEx on the call's real buffers), which is cached in memory and in a file of
+// the GPU model and cuDNN version (conv_algorithm_cache.hpp), so that later calls, and the next
+// process's, go straight to the kernel. A single workspace, grown to the largest algorithm's need,
+// serves every call (the calls are ordered on one stream, so they never use it at the same time).
 //
 // The bias is added, and its gradient summed, by CudaBackend's own per-channel kernels
 // (bias_kernels.cu), which take every dtype and layout alike.
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -73,19 +75,44 @@ cudnnMathType_t math_for(DType dtype, cudnnMathType_t searched) {
   return dtype == DType::f32 ? CUDNN_FMA_MATH : searched;
 }
 
+bool is_math_type(int math) {
+  return math == CUDNN_DEFAULT_MATH || math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+         math == CUDNN_FMA_MATH;
+}
+
 }  // namespace
 
 template <class Perf, int Count, class Find>
 const CudaBackend::ConvAlgo& CudaBackend::conv_algo(const std::string& key, DType dtype, Find&& find) {
   auto found = conv_algos_.find(key);
   if (found != conv_algos_.end()) return found->second;
+  if (const std::optional<ConvAlgo> saved = saved_conv_algo(key, dtype, Count)) {
+    return conv_algos_.emplace(key, *saved).first->second;
+  }
   std::array<Perf, Count> results{};
   int count = 0;
   const DeviceBuffer search(device_, std::max<std::size_t>(search_workspace_bytes(device_), 1));
   find(results.data(), Count, &count, search.data(), search.size());
   const Perf& best = fastest(results.data(), count, key);
   const ConvAlgo chosen{static_cast<int>(best.algo), math_for(dtype, best.mathType), best.memory};
+  save_conv_algo(key, chosen);
   return conv_algos_.emplace(key, chosen).first->second;
+}
+
+std::optional<CudaBackend::ConvAlgo> CudaBackend::saved_conv_algo(const std::string& key, DType dtype,
+                                                                  int count) const {
+  if (!conv_algo_file_) return std::nullopt;
+  const ConvAlgorithmEntry* saved = conv_algo_file_->find(key);
+  if (saved == nullptr || saved->algo >= count || !is_math_type(saved->math)) return std::nullopt;
+  // Chosen when more memory was free than is now: a search now picks within what there is.
+  if (saved->workspace > search_workspace_bytes(device_)) return std::nullopt;
+  return ConvAlgo{saved->algo, math_for(dtype, static_cast<cudnnMathType_t>(saved->math)), saved->workspace};
+}
+
+void CudaBackend::save_conv_algo(const std::string& key, const ConvAlgo& chosen) {
+  if (!conv_algo_file_) return;
+  conv_algo_file_->insert(key, {chosen.algo, static_cast<int>(chosen.math), chosen.workspace});
+  conv_algo_file_->save();  // a failure is a warning, once
 }
 
 void CudaBackend::conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -1,5 +1,6 @@
-// CudaBackend's construction, memory (empty() from the pool) and the convolutions' workspace; its
-// kernels live in one file per family (cuda_backend.hpp lists them).
+// CudaBackend's construction (with the file of cuDNN's algorithm choices for its GPU), memory
+// (empty() from the pool) and the convolutions' workspace; its kernels live in one file per family
+// (cuda_backend.hpp lists them).
 #include "cuda_backend.hpp"
 
 #include <cublas_v2.h>
@@ -39,6 +40,12 @@ std::string version_text(std::size_t version) {
          std::to_string(version % 100);
 }
 
+// What the convolution algorithms cuDNN chooses on this device depend on.
+ConvAlgorithmIdentity conv_algorithm_identity(const cudaDeviceProp& properties) {
+  return {
+      .gpu = properties.name, .sm_major = properties.major, .sm_minor = properties.minor, .cudnn = cudnnGetVersion()};
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(Device device, StreamView stream)
@@ -55,6 +62,7 @@ CudaBackend::CudaBackend(Device device, StreamView stream)
   STOKE_CUBLAS_CHECK(cublasGetVersion(cublas_.native(), &cublas_version));
   name_ = device_.str() + " " + properties.name + " (cuDNN " + version_text(cudnnGetVersion()) + ", cuBLAS " +
           version_text(static_cast<std::size_t>(cublas_version)) + ")";
+  conv_algo_file_ = open_conv_algorithm_cache(conv_algorithm_identity(properties));
 }
 
 // The pool, the workspace and the handles free themselves; cudaFree and cudnnDestroy wait for

@@ -1,6 +1,7 @@
 // CudaBackend: nn's kernels on one CUDA device, enqueued on one stream (backend.hpp). f32,
 // bf16 and f16; NCHW and NHWC. Convolutions are cuDNN's (the algorithm of each distinct problem
-// found once by cuDNN's own timing search, with one shared workspace), Linear is cuBLAS's GEMM,
+// found once by cuDNN's own timing search and kept in a file for the next process on the same GPU
+// and cuDNN (conv_algorithm_cache.hpp), with one shared workspace), Linear is cuBLAS's GEMM,
 // everything else is a plain kernel (kernels.hpp). Memory comes from a caching pool
 // (device_pool.hpp), so a step allocates nothing from the driver once the shapes are known.
 //
@@ -16,8 +17,10 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "../conv_algorithm_cache.hpp"
 #include "device_pool.hpp"
 #include "stoke/gpu/handles.hpp"
 #include "stoke/nn/backend.hpp"
@@ -101,11 +104,17 @@ class CudaBackend final : public Backend {
   void* workspace(std::size_t bytes);
   /// The losses' per-row scratch: f32 {max(rows, 1), 2} from the pool (loss_cuda.cpp).
   Tensor row_scratch(std::int64_t rows);
-  /// The algorithm cached for `key`; else runs `find(results, capacity, &count, search_workspace,
-  /// search_bytes)` (a cudnnFind*AlgorithmEx call) into an array of Count Perf results, caches the
-  /// fastest that ran, and returns it (conv2d_cuda.cpp).
+  /// The algorithm cached for `key`, in memory or else in the algorithm file; else runs
+  /// `find(results, capacity, &count, search_workspace, search_bytes)` (a cudnnFind*AlgorithmEx
+  /// call) into an array of Count Perf results, caches the fastest that ran in both, and returns
+  /// it (conv2d_cuda.cpp).
   template <class Perf, int Count, class Find>
   const ConvAlgo& conv_algo(const std::string& key, DType dtype, Find&& find);
+  /// The file's choice for `key` when this process can use it: an algorithm below `count`, a
+  /// known math type, a workspace no larger than a search would allow now.
+  std::optional<ConvAlgo> saved_conv_algo(const std::string& key, DType dtype, int count) const;
+  /// Adds a search's choice to the algorithm file and rewrites it (a failure is a warning).
+  void save_conv_algo(const std::string& key, const ConvAlgo& chosen);
 
   Device device_;
   StreamView stream_;
@@ -115,6 +124,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer workspace_;
   // Keyed by the problem (conv2d_cuda.cpp's problem_key): direction, shapes, geometry, dtype, layouts.
   std::map<std::string, ConvAlgo> conv_algos_;
+  // The searches' choices of earlier processes on this GPU model and cuDNN, and this one's;
+  // nullopt when STOKE_CUDNN_CACHE=0 or there is no cache folder.
+  std::optional<ConvAlgorithmCache> conv_algo_file_;
   DeviceBuffer finite_count_;  // all_finite's counter (one unsigned)
   std::string name_;
 };
