@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # asan.sh: the sanitizer half of CI. One clang build with AddressSanitizer + UndefinedBehavior-
 # Sanitizer (build/asan) serves both:
-#   1. the graph, nodes and apps tests (ctest in build/asan/tests/{graph,nodes,apps}), and the
+#   1. the base, graph, nodes and apps tests (ctest in build/asan/tests/{base,graph,nodes,apps}), and the
 #      train layer's Loader (its hand-off of batches between the pipeline and the caller),
 #   2. every libFuzzer harness, for FUZZ_SECONDS each (default 5) on its seed corpus
 #      (scripts/fuzz.sh; for a long campaign run scripts/fuzz.sh 3600 yourself).
@@ -9,12 +9,12 @@
 #      layer's tests, NCCL's loader and rendezvous, and `stoke bench device --device cpu`.
 # A leak, an overflow, undefined behaviour, a crash or a hang fails it. scripts/test.sh runs it after
 # the Release suite; alone: scripts/asan.sh. Environment: JOBS (default 2), FUZZ_SECONDS, BUILD
-# (default build/asan), ASAN_FOLDERS (the tests/ folders, default "graph nodes apps").
+# (default build/asan), ASAN_FOLDERS (the tests/ folders, default "base graph nodes apps").
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD:-$root/build/asan}"
 jobs="${JOBS:-2}"
-read -r -a folders <<<"${ASAN_FOLDERS:-graph nodes apps}"
+read -r -a folders <<<"${ASAN_FOLDERS:-base graph nodes apps}"
 cd "$root"
 scripts/install-deps.sh --tests --sanitizers  # clang and its runtimes; nothing when present
 
@@ -26,7 +26,7 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
   -DSTOKE_SANITIZE=address -DSTOKE_FUZZ=ON -DSTOKE_CUDA=OFF -DSTOKE_MPI=OFF \
   -DSTOKE_WARNINGS_AS_ERRORS=OFF >/dev/null  # the Release (GCC) build is the warnings gate; clang warns otherwise
-phase "build the tests of graph, nodes and apps, and the harnesses"
+phase "build the tests of base, graph, nodes and apps, and the harnesses"
 cpu_only_tests=(device_test device_stages_test convert_test nvml_monitor_test)
 cmake --build "$build" -j"$jobs" --target "${folders[@]/#/stoke_tests_}" stoke_fuzzers \
   "${cpu_only_tests[@]}" nccl_test stoke_test_fake_nccl loader_test

@@ -20,7 +20,7 @@ ctest --preset ci -j2
 # has only what the quickstart installs: nothing optional may fail the configure or the build.
 scripts/check-without-optional.sh
 
-# The sanitizer half: the graph, nodes and apps tests under ASan + UBSan (clang, build/asan), every
+# The sanitizer half: the base, graph, nodes and apps tests under ASan + UBSan (clang, build/asan), every
 # fuzz harness for a few seconds on its seeds, and -- that build being one without CUDA -- the
 # CPU-only gpu layer's tests (scripts/asan.sh).
 scripts/asan.sh

@@ -204,8 +204,9 @@ phase_end
 
 # ---- 4. build the tests ----------------------------------------------------------------------
 
-# The graph tests: every stoke_add_test of tests/graph/CMakeLists.txt.
-mapfile -t graph_tests < <(sed -n 's/^ *stoke_add_test(NAME \([A-Za-z0-9_]*\).*/\1/p' "$root/tests/graph/CMakeLists.txt")
+# The base and graph tests: every stoke_add_test of tests/base and tests/graph.
+mapfile -t graph_tests < <(sed -n 's/^ *stoke_add_test(NAME \([A-Za-z0-9_]*\).*/\1/p' \
+  "$root/tests/base/CMakeLists.txt" "$root/tests/graph/CMakeLists.txt")
 if [[ $# -gt 0 ]]; then
   tests=("$@")
 else
@@ -216,7 +217,7 @@ phase_begin "4. build ${#tests[@]} test executables"
 targets=("${tests[@]}")
 build_targets="$(cmake --build "$build" --target help)"  # (not piped into grep -q: SIGPIPE)
 if [[ $# -eq 0 ]] && grep -q '\bstoke_tests_graph\b' <<<"$build_targets"; then
-  targets=(stoke_tests_graph "${nodes_tests[@]}")
+  targets=(stoke_tests_base stoke_tests_graph "${nodes_tests[@]}")
 fi
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 phase_end
@@ -245,7 +246,7 @@ logs="$build/tsan-logs"
 mkdir -p "$logs"
 executable() {  # test name -> its path in $build
   local dir
-  for dir in tests/graph tests/nodes; do
+  for dir in tests/base tests/graph tests/nodes; do
     if [[ -x "$build/$dir/$1" ]]; then
       echo "$build/$dir/$1"
       return

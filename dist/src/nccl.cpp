@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "stoke/gpu/runtime_library.hpp"
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
 
 namespace stoke::dist {
 
@@ -151,7 +151,7 @@ std::optional<NcclUniqueId> read_unique_id(const std::filesystem::path& file, st
 
 void write_unique_id(const std::filesystem::path& file, const NcclUniqueId& id) {
   // A reader sees no file or the whole id.
-  graph::write_file_atomically(file, std::as_bytes(std::span(id.bytes)), "NCCL unique id");
+  base::write_file_atomically(file, std::as_bytes(std::span(id.bytes)), "NCCL unique id");
 }
 
 std::string milliseconds(std::chrono::milliseconds duration) { return std::to_string(duration.count()) + " ms"; }

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -40,7 +40,7 @@ Tensor he_normal(const Conv2dGeometry& g, std::uint64_t seed) {
   Tensor w(g.weight_shape());
   const double fan_out = static_cast<double>(g.out_channels / g.groups) * g.kernel * g.kernel;
   const double sigma = std::sqrt(2.0 / fan_out);
-  graph::ItemRng rng(seed, 0, 0);
+  base::ItemRng rng(seed, 0, 0);
   const auto values = w.f32();
   for (std::size_t i = 0; i < values.size(); i += 2) {
     const double radius = std::sqrt(-2.0 * std::log(1.0 - rng.uniform()));  // 1 - u is in (0, 1]

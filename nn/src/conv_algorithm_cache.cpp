@@ -19,7 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
+#include "stoke/base/cache_folder.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -37,10 +38,6 @@ struct UnusableCacheFile : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-const char* nonempty_env(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
 
 char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -154,13 +151,6 @@ std::vector<std::pair<std::string, ConvAlgorithmEntry>> read_cache_entries(const
 
 // ---- the folder, the name, the switch -------------------------------------------------------
 
-fs::path stoke_cache_folder() {
-  if (const char* dir = nonempty_env("STOKE_CACHE")) return dir;
-  if (const char* dir = nonempty_env("XDG_CACHE_HOME")) return fs::path(dir) / "stoke";
-  if (const char* home = nonempty_env("HOME")) return fs::path(home) / ".cache" / "stoke";
-  return {};
-}
-
 std::string conv_algorithm_cache_file_name(const ConvAlgorithmIdentity& identity) {
   return "cudnn-algorithms-" + sanitized_gpu_name(identity.gpu) + "-sm" + std::to_string(identity.sm_major) +
          std::to_string(identity.sm_minor) + "-cudnn" + std::to_string(identity.cudnn) + ".json";
@@ -176,7 +166,7 @@ bool conv_algorithm_cache_enabled() {
 
 std::optional<ConvAlgorithmCache> open_conv_algorithm_cache(const ConvAlgorithmIdentity& identity) {
   if (!conv_algorithm_cache_enabled()) return std::nullopt;
-  const fs::path folder = stoke_cache_folder();
+  const fs::path folder = base::cache_folder();
   if (folder.empty()) return std::nullopt;
   return ConvAlgorithmCache(folder / conv_algorithm_cache_file_name(identity), identity);
 }
@@ -238,7 +228,7 @@ bool ConvAlgorithmCache::save() {
       throw std::runtime_error("cannot create the folder of the cuDNN algorithm cache " + file_.string() + ": " +
                                error.message());
     }
-    graph::write_file_atomically(file_, to_json(), "cuDNN algorithm cache");
+    base::write_file_atomically(file_, to_json(), "cuDNN algorithm cache");
     return true;
   } catch (const std::exception& e) {
     if (!warned_save_) {

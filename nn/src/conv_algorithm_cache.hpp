@@ -43,10 +43,6 @@ struct ConvAlgorithmIdentity {
   bool operator==(const ConvAlgorithmIdentity&) const = default;
 };
 
-/// stoke's cache folder: $STOKE_CACHE, else $XDG_CACHE_HOME/stoke, else $HOME/.cache/stoke (the
-/// rule train's and nodes' caches follow); empty when none of the three is set.
-std::filesystem::path stoke_cache_folder();
-
 /// The file's name for `identity`: cudnn-algorithms-<gpu>-sm<major><minor>-cudnn<version>.json,
 /// the GPU's name lower-cased with every run of other characters than [a-z0-9] made one '-'.
 std::string conv_algorithm_cache_file_name(const ConvAlgorithmIdentity& identity);
@@ -92,7 +88,7 @@ class ConvAlgorithmCache {
   bool warned_save_ = false;
 };
 
-/// The cache of `identity` in stoke_cache_folder(), loaded; nullopt when $STOKE_CUDNN_CACHE turns
+/// The cache of `identity` in base::cache_folder(), loaded; nullopt when $STOKE_CUDNN_CACHE turns
 /// it off or there is no folder.
 std::optional<ConvAlgorithmCache> open_conv_algorithm_cache(const ConvAlgorithmIdentity& identity);
 

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 
 namespace stoke::nn {
 
@@ -31,7 +31,7 @@ Tensor Dropout::forward_impl(const Tensor& x, Context& ctx) {
   mask_ = {};
   if (ctx.mode == Mode::eval || p_ == 0) return x;
   // Mixed in turn, so that neighbouring steps or seeds give unrelated masks.
-  const std::uint64_t seed = graph::mix64(graph::mix64(graph::mix64(ctx.seed) ^ ctx.step) ^ seed_);
+  const std::uint64_t seed = base::mix64(base::mix64(base::mix64(ctx.seed) ^ ctx.step) ^ seed_);
   Tensor y = ctx.backend.empty(x.shape(), x.dtype(), x.layout());
   Tensor mask = ctx.backend.empty(x.shape(), DType::u8, x.layout());
   ctx.backend.dropout_forward(x, p_, seed, mask, y);

@@ -1,7 +1,7 @@
 // Dropout's mask as a pure function of (seed, element index), shared by the CPU and CUDA
 // backends so that both drop the same elements: element i is kept when
 //   mix64(seed ^ (i * 0x9e3779b97f4a7c15)) >= p * 2^64
-// (mix64 is SplitMix64's finaliser, stoke::graph::mix64). Usable from .cpp and .cu files.
+// (mix64 is SplitMix64's finaliser, stoke::base::mix64). Usable from .cpp and .cu files.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@ namespace stoke::nn::dropout {
 
 inline constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
-/// stoke::graph::mix64, repeated here because device code cannot call the host's constexpr one
+/// stoke::base::mix64, repeated here because device code cannot call the host's constexpr one
 /// (elementwise_cuda.cpp checks at compile time that the two agree).
 STOKE_NN_HOST_DEVICE constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
   x ^= x >> 30;

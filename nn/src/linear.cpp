@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 
 namespace stoke::nn {
 
@@ -22,7 +22,7 @@ WeightedLayer::InitialValues initial_values(const LinearOptions& options) {
   // PyTorch's reset_parameters: kaiming_uniform(a = sqrt(5)) for the weight works out to the same
   // bound as the bias's, 1/sqrt(in_features). The weight's values come first, then the bias's.
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-  graph::ItemRng rng(options.seed, 0, 0);
+  base::ItemRng rng(options.seed, 0, 0);
   WeightedLayer::InitialValues values{.weight = Tensor({out, in}), .bias = {}, .weight_decays = true};
   for (float& v : values.weight.f32()) v = static_cast<float>(rng.uniform(-bound, bound));
   if (options.bias) {

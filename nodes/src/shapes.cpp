@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
 #include "stoke/nodes/jpeg_encode.hpp"
 
 namespace stoke::nodes {
@@ -331,7 +331,7 @@ ShapesDatasetReport write_shapes_dataset(const ShapesDatasetOptions& o, const Sh
           const ShapeClass& c = classes[i / split.per_class];
           ItemRng rng = shapes_rng(o.seed, split.id, i);
           const std::vector<std::byte> jpeg = encode_jpeg(render_shape_image(c, o.size, rng), o.quality);
-          graph::write_file_atomically(o.out / split.name / c.name / (six_digits(i % split.per_class) + ".jpg"), jpeg,
+          base::write_file_atomically(o.out / split.name / c.name / (six_digits(i % split.per_class) + ".jpg"), jpeg,
                                        "shapes image");
           bytes.fetch_add(jpeg.size(), std::memory_order_relaxed);
           const std::size_t now = done.fetch_add(1, std::memory_order_relaxed) + 1;

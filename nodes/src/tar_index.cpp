@@ -19,7 +19,8 @@
 #include "dataset_support.hpp"
 #include "file_format.hpp"
 #include "mapped_file.hpp"
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
+#include "stoke/base/cache_folder.hpp"
 #include "stoke/nodes/tar_shards.hpp"
 
 namespace stoke::nodes {
@@ -316,7 +317,7 @@ std::optional<TarIndex> load_index(const fs::path& file, std::uint64_t size, std
 
 std::string write_atomically(const fs::path& file, std::span<const std::byte> bytes) {
   try {
-    graph::write_file_atomically(file, bytes, "shard index");
+    base::write_file_atomically(file, bytes, "shard index");
     return "";
   } catch (const std::runtime_error& e) {
     return e.what();
@@ -343,16 +344,8 @@ fs::path tar_index_path(const fs::path& shard) {
 }
 
 fs::path default_tar_index_cache() {
-  if (const char* cache = std::getenv("STOKE_CACHE"); cache != nullptr && *cache != '\0') {
-    return fs::path(cache) / "tar-index";
-  }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    return fs::path(xdg) / "stoke" / "tar-index";
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return fs::path(home) / ".cache" / "stoke" / "tar-index";
-  }
-  return {};
+  const fs::path folder = base::cache_folder();
+  return folder.empty() ? folder : folder / "tar-index";
 }
 
 }  // namespace stoke::nodes

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
-#include <stoke/graph/random.hpp>
+#include <stoke/base/random.hpp>
 #include <stoke/nn/activation.hpp>
 #include <vector>
 
@@ -19,7 +19,7 @@ using testing::expect_gradients_match;
 // difference's step (0.01) never crosses it.
 Tensor away_from_zero(const Shape& shape, std::uint64_t seed) {
   Tensor t = testing::random_tensor(shape, seed, 0.1, 1.0);
-  graph::ItemRng rng(seed, 1, 0);
+  base::ItemRng rng(seed, 1, 0);
   for (float& v : t.f32()) {
     if (rng.bernoulli(0.5)) v = -v;
   }

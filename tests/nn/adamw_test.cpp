@@ -13,7 +13,7 @@
 #include <map>
 #include <memory>
 #include <stdexcept>
-#include <stoke/graph/random.hpp>
+#include <stoke/base/random.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/checkpoint.hpp>
 #include <stoke/nn/layer.hpp>
@@ -139,13 +139,13 @@ TEST(AdamW, EveryUpdateMatchesAFloat64Reference) {
   // float rounding cannot accumulate into the comparison.
   constexpr std::int64_t kElements = 257;
   std::vector<float> start(kElements);
-  graph::ItemRng init(5, 0, 0);
+  base::ItemRng init(5, 0, 0);
   for (float& v : start) v = static_cast<float>(init.uniform(-2, 2));
   Model m(start, {0.5f, -0.25f}, {1});
   const AdamWOptions options{.beta1 = 0.85f, .beta2 = 0.995f, .eps = 1e-7f, .weight_decay = 0.05f};
   AdamW adamw(m.sequential, *m.backend, options);
   const std::map<std::string, Tensor> s = states(adamw);
-  graph::ItemRng rng(6, 0, 0);
+  base::ItemRng rng(6, 0, 0);
   for (int t = 1; t <= 200; ++t) {
     const auto lr = static_cast<float>(rng.uniform(1e-4, 0.1));
     const auto grad_scale = static_cast<float>(rng.uniform(0.1, 2));

@@ -244,30 +244,18 @@ TEST_F(ConvAlgorithmCacheTest, ASaveThatCannotWriteWarnsOnceAndDoesNotThrow) {
   EXPECT_NE(cache.find(key_of(0)), nullptr);  // still in memory
 }
 
-TEST_F(ConvAlgorithmCacheTest, TheFolderComesFromTheEnvironment) {
+TEST_F(ConvAlgorithmCacheTest, TheFileLivesInStokesCacheFolderOrNowhere) {
   {
     const ScopedEnvironment stoke("STOKE_CACHE", (dir_ / "stoke").string());
-    const ScopedEnvironment xdg("XDG_CACHE_HOME", (dir_ / "xdg").string());
-    const ScopedEnvironment home("HOME", (dir_ / "home").string());
-    EXPECT_EQ(stoke_cache_folder(), dir_ / "stoke");
-  }
-  {
-    const ScopedEnvironment stoke("STOKE_CACHE", "");  // empty counts as unset
-    const ScopedEnvironment xdg("XDG_CACHE_HOME", (dir_ / "xdg").string());
-    const ScopedEnvironment home("HOME", (dir_ / "home").string());
-    EXPECT_EQ(stoke_cache_folder(), dir_ / "xdg" / "stoke");
-  }
-  {
-    const ScopedEnvironment stoke("STOKE_CACHE", "");
-    const ScopedEnvironment xdg("XDG_CACHE_HOME", "");
-    const ScopedEnvironment home("HOME", (dir_ / "home").string());
-    EXPECT_EQ(stoke_cache_folder(), dir_ / "home" / ".cache" / "stoke");
+    const ScopedEnvironment on("STOKE_CUDNN_CACHE", "1");
+    const std::optional<ConvAlgorithmCache> cache = open_conv_algorithm_cache(kH200);
+    ASSERT_TRUE(cache.has_value());
+    EXPECT_EQ(cache->file(), dir_ / "stoke" / conv_algorithm_cache_file_name(kH200));
   }
   {
     const ScopedEnvironment stoke("STOKE_CACHE", "");
     const ScopedEnvironment xdg("XDG_CACHE_HOME", "");
     const ScopedEnvironment home("HOME", "");
-    EXPECT_EQ(stoke_cache_folder(), fs::path());
     const ScopedEnvironment on("STOKE_CUDNN_CACHE", "1");
     EXPECT_FALSE(open_conv_algorithm_cache(kH200).has_value());  // nowhere to keep it
   }

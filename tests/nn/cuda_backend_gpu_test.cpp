@@ -31,7 +31,7 @@
 #include "stoke/gpu/device.hpp"
 #include "stoke/gpu/dtype.hpp"
 #include "stoke/gpu/stream.hpp"
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 #include "stoke/nn/backend.hpp"
 #include "stoke/nn/layer.hpp"
 #include "stoke/nn/loss.hpp"
@@ -52,7 +52,7 @@ using testing::ParameterValues;
 // A host f32 tensor of values uniform in [lo, hi), a function of `seed`.
 Tensor random_tensor(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
   Tensor t(shape);
-  graph::ItemRng rng(seed, 0, 0);
+  base::ItemRng rng(seed, 0, 0);
   for (float& v : t.f32()) v = static_cast<float>(rng.uniform(lo, hi));
   return t;
 }

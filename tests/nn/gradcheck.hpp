@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
-#include <stoke/graph/random.hpp>
+#include <stoke/base/random.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/layer.hpp>
 #include <stoke/nn/loss.hpp>
@@ -25,7 +25,7 @@ namespace stoke::nn::testing {
 /// A host f32 tensor of values uniform in [lo, hi), a function of `seed`.
 inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, double lo = -1, double hi = 1) {
   Tensor t(shape);
-  graph::ItemRng rng(seed, 0, 0);
+  base::ItemRng rng(seed, 0, 0);
   for (float& v : t.f32()) v = static_cast<float>(rng.uniform(lo, hi));
   return t;
 }

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <numeric>
 #include <opencv2/core/mat.hpp>
-#include <stoke/graph/random.hpp>
+#include <stoke/base/random.hpp>
 #include <stoke/nn/backend.hpp>
 #include <stoke/nn/blas.hpp>
 #include <stoke/nn/models.hpp>
@@ -44,7 +44,7 @@ Split render(nodes::ShapesSplit split, std::size_t per_class, std::uint64_t firs
   out.pixels.resize(out.count * 3 * plane);
   out.labels.resize(out.count);
   tbb::parallel_for(std::size_t{0}, out.count, [&](std::size_t i) {
-    graph::ItemRng rng = nodes::shapes_rng(/*seed=*/3, split, first_index + i);
+    base::ItemRng rng = nodes::shapes_rng(/*seed=*/3, split, first_index + i);
     const cv::Mat image = nodes::render_shape_image(shapes[i / per_class], size, rng);
     float* item = out.pixels.data() + i * 3 * plane;
     for (std::size_t p = 0; p < plane; ++p) {
@@ -64,7 +64,7 @@ void gather(const Split& split, const std::vector<std::size_t>& order, std::size
     const std::size_t index = order[first + b];
     const float* src = split.pixels.data() + index * item_floats;
     float* out = dst.data() + b * item_floats;
-    graph::ItemRng rng(11, static_cast<std::uint32_t>(epoch), index);
+    base::ItemRng rng(11, static_cast<std::uint32_t>(epoch), index);
     if (augment && rng.bernoulli(0.5)) {
       for (std::size_t row = 0; row < 3 * size; ++row) {
         for (std::size_t col = 0; col < size; ++col) out[row * size + col] = src[row * size + size - 1 - col];
@@ -116,7 +116,7 @@ TEST(Learning, SmallCnnLearnsShapesOnTheCpu) {
   for (int epoch = 0; epoch < epochs; ++epoch) {
     const Split train =
         render(nodes::ShapesSplit::train, train_per_class, static_cast<std::uint64_t>(epoch) * order.size());
-    graph::ItemRng shuffle(17, static_cast<std::uint32_t>(epoch), 0);
+    base::ItemRng shuffle(17, static_cast<std::uint32_t>(epoch), 0);
     for (std::size_t i = order.size() - 1; i > 0; --i) {
       std::swap(order[i], order[static_cast<std::size_t>(shuffle.uniform_int(0, static_cast<std::int64_t>(i)))]);
     }

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
-#include <stoke/graph/random.hpp>
+#include <stoke/base/random.hpp>
 #include <stoke/nn/pooling.hpp>
 #include <vector>
 
@@ -25,7 +25,7 @@ Tensor distinct_tensor(const Shape& shape, std::uint64_t seed) {
   const auto values = t.f32();
   std::vector<std::size_t> order(values.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  graph::ItemRng rng(seed, 0, 0);
+  base::ItemRng rng(seed, 0, 0);
   for (std::size_t i = order.size(); i > 1; --i) {
     std::swap(order[i - 1], order[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(i - 1)))]);
   }

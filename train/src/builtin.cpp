@@ -1,7 +1,7 @@
 #include "stoke/train/builtin.hpp"
 
-#include <cstdlib>
 #include <fstream>
+#include <stoke/base/cache_folder.hpp>
 #include <stoke/nodes/shapes.hpp>
 
 namespace stoke::train {
@@ -9,10 +9,8 @@ namespace stoke::train {
 namespace fs = std::filesystem;
 
 fs::path cache_folder() {
-  if (const char* dir = std::getenv("STOKE_CACHE"); dir != nullptr && *dir != '\0') return dir;
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir != nullptr && *dir != '\0') return fs::path(dir) / "stoke";
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return fs::path(home) / ".cache/stoke";
-  return ".stoke-cache";
+  const fs::path folder = base::cache_folder();
+  return folder.empty() ? fs::path(".stoke-cache") : folder;
 }
 
 fs::path builtin_dataset_folder() { return cache_folder() / "shapes-10x32-v2"; }

@@ -9,7 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <stdexcept>
-#include <stoke/graph/atomic_file.hpp>
+#include <stoke/base/atomic_file.hpp>
 #include <stoke/graph/pipeline.hpp>
 #include <thread>
 #include <utility>
@@ -373,7 +373,7 @@ std::optional<nodes::Batch> Loader::next(std::chrono::milliseconds wait) { retur
 LoaderStats Loader::stats() const { return impl_->stats(); }
 
 void Loader::write_report(const std::filesystem::path& path) const {
-  graph::write_file_atomically(path, to_json(stats(), position()).dump(2) + "\n", "loader report");
+  base::write_file_atomically(path, to_json(stats(), position()).dump(2) + "\n", "loader report");
 }
 
 // json.hpp's functions for the loader, here rather than in json.cpp: a program that links the

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
 
 namespace stoke::train {
 
@@ -258,7 +258,7 @@ std::vector<RunRecorder::Sample> RunRecorder::all_samples_locked() const {
 
 void RunRecorder::write_html(const fs::path& path, const std::string& title,
                              const std::vector<std::pair<std::string, std::string>>& settings) const {
-  graph::write_file_atomically(path, html(title, settings), "report");
+  base::write_file_atomically(path, html(title, settings), "report");
 }
 
 FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecording recording) {

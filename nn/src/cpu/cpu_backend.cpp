@@ -13,12 +13,12 @@
 
 namespace stoke::nn {
 
-HostPool::HostPool() : cache_(std::make_shared<graph::BlockCache>(kMaxCachedBytes)) {}
+HostPool::HostPool() : cache_(std::make_shared<base::BlockCache>(kMaxCachedBytes)) {}
 
 // Blocks still out keep the cache alive (their deleters hold it); it goes with the last of them.
 HostPool::~HostPool() { cache_->trim(); }
 
-std::size_t HostPool::bin_size(std::size_t bytes) noexcept { return graph::BlockCache::bin_size(bytes); }
+std::size_t HostPool::bin_size(std::size_t bytes) noexcept { return base::BlockCache::bin_size(bytes); }
 
 std::size_t HostPool::cached_bytes() const { return cache_->cached_bytes(); }
 

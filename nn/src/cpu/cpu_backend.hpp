@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "stoke/graph/block_cache.hpp"
+#include "stoke/base/block_cache.hpp"
 #include "stoke/nn/backend.hpp"
 
 namespace stoke::nn {
@@ -102,7 +102,7 @@ class CpuBackend final : public Backend {
 /// Host memory cached by CpuBackend::empty(). A training step allocates the same activations and
 /// gradients step after step; fresh memory of that size comes from mmap, and touching it costs a
 /// page fault per 4 KiB (about a tenth of a small CNN's step on two cores), so freed blocks are
-/// kept and handed out again (graph::BlockCache). Blocks of at least kMinBytes are pooled, binned
+/// kept and handed out again (base::BlockCache). Blocks of at least kMinBytes are pooled, binned
 /// by size as DevicePool bins them; the cache holds at most kMaxCachedBytes (the least recently
 /// used sizes are freed first to keep a new block), so the memory held beyond what tensors use is
 /// bounded. Thread-safe; tensors may outlive it (the cache goes with the last of them).
@@ -124,7 +124,7 @@ class HostPool {
   std::size_t cached_bytes() const;
 
  private:
-  std::shared_ptr<graph::BlockCache> cache_;
+  std::shared_ptr<base::BlockCache> cache_;
 };
 
 /// tbb::parallel_for(range, body, partitioner...) with the calling thread isolated: while it

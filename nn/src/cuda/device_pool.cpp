@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "stoke/graph/block_cache.hpp"
+#include "stoke/base/block_cache.hpp"
 #include "stoke/nn/device.hpp"
 
 namespace stoke::nn::cuda {
@@ -20,7 +20,7 @@ DevicePool::~DevicePool() {
   // `cached` frees its blocks here, outside the lock (cudaFree waits for the device).
 }
 
-std::size_t DevicePool::bin_size(std::size_t bytes) noexcept { return graph::BlockCache::bin_size(bytes); }
+std::size_t DevicePool::bin_size(std::size_t bytes) noexcept { return base::BlockCache::bin_size(bytes); }
 
 std::shared_ptr<void> DevicePool::allocate(std::size_t bytes) {
   const std::size_t size = bin_size(bytes);

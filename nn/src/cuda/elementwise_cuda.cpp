@@ -11,15 +11,15 @@
 #include "cuda_backend.hpp"
 #include "cuda_common.hpp"
 #include "kernels.hpp"
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 
 namespace stoke::nn::cuda {
 namespace {
 
-// The CPU's dropout uses graph::mix64; the device's copy of it must be the same function.
-static_assert(dropout::mix64(0) == graph::mix64(0) && dropout::mix64(12345) == graph::mix64(12345) &&
-                  dropout::mix64(~0ULL) == graph::mix64(~0ULL),
-              "dropout::mix64 must equal stoke::graph::mix64");
+// The CPU's dropout uses base::mix64; the device's copy of it must be the same function.
+static_assert(dropout::mix64(0) == base::mix64(0) && dropout::mix64(12345) == base::mix64(12345) &&
+                  dropout::mix64(~0ULL) == base::mix64(~0ULL),
+              "dropout::mix64 must equal stoke::base::mix64");
 
 void require_probability(float p, const char* kernel) {
   if (!(p >= 0 && p < 1)) {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "stoke/graph/concepts.hpp"
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 
 namespace stoke::graph {
 
@@ -130,7 +130,7 @@ class Mix {
         ++alive;
       }
     if (alive == 0) return count;
-    ItemRng rng(options_.seed, 0, position_, /*stream=*/0x6d6978 + alive);
+    base::ItemRng rng(options_.seed, 0, position_, /*stream=*/0x6d6978 + alive);
     const double target = rng.uniform() * total;
     double cumulative = 0;
     std::size_t last = count;

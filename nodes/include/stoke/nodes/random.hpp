@@ -1,12 +1,12 @@
-// nodes/ draws every crop, flip and shuffle from the graph's per-item generator
-// (stoke/graph/random.hpp), keyed by (seed, epoch, index).
+// nodes/ draws every crop, flip and shuffle from stoke::base's per-item generator
+// (stoke/base/random.hpp), keyed by (seed, epoch, index).
 #pragma once
 
-#include "stoke/graph/random.hpp"
+#include "stoke/base/random.hpp"
 
 namespace stoke::nodes {
 
-using graph::ItemRng;
-using graph::mix64;
+using base::ItemRng;
+using base::mix64;
 
 }  // namespace stoke::nodes

@@ -1,4 +1,4 @@
-// RecyclingAllocator: a cv::MatAllocator whose large blocks come from a graph::BlockCache -- for
+// RecyclingAllocator: a cv::MatAllocator whose large blocks come from a base::BlockCache -- for
 // the per-image matrices every item makes and frees again.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "stoke/graph/block_cache.hpp"
+#include "stoke/base/block_cache.hpp"
 
 namespace stoke::nodes {
 
@@ -34,11 +34,11 @@ class RecyclingAllocator final : public cv::MatAllocator {
   void deallocate(cv::UMatData* data) const override;
 
   /// The kept blocks (cached_bytes(), reused(), trim() to give the memory back).
-  graph::BlockCache& cache() const noexcept { return cache_; }
+  base::BlockCache& cache() const noexcept { return cache_; }
 
  private:
   std::size_t min_block_;
-  mutable graph::BlockCache cache_;
+  mutable base::BlockCache cache_;
 };
 
 /// The allocator of the per-image matrices stoke's decoders and transforms make: blocks

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-namespace stoke::graph {
+namespace stoke::base {
 
 /// Fresh memory of a few hundred KiB or more comes from mmap, or from a heap that glibc trims
 /// again soon after it is freed, and touching it costs a page fault (and the kernel's zeroing) per
@@ -63,4 +63,4 @@ class BlockCache {
   std::size_t clock_ = 0;
 };
 
-}  // namespace stoke::graph
+}  // namespace stoke::base

@@ -1,11 +1,11 @@
-#include "stoke/graph/block_cache.hpp"
+#include "stoke/base/block_cache.hpp"
 
 #include <bit>
 #include <cstdlib>
 #include <new>
 #include <utility>
 
-namespace stoke::graph {
+namespace stoke::base {
 
 BlockCache::BlockCache(std::size_t max_cached_bytes) : max_cached_(max_cached_bytes) {}
 
@@ -100,4 +100,4 @@ std::size_t BlockCache::reused() const {
   return reused_;
 }
 
-}  // namespace stoke::graph
+}  // namespace stoke::base

@@ -1,6 +1,6 @@
-// graph::write_file_atomically: the whole file or none, no temporary left behind, errors that name
+// base::write_file_atomically: the whole file or none, no temporary left behind, errors that name
 // the file and what it is.
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace stoke::graph::test {
+namespace stoke::base::test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -68,4 +68,4 @@ TEST_F(AtomicFile, AFailedRenameRemovesTheTemporaryAndKeepsWhatWasThere) {
 }
 
 }  // namespace
-}  // namespace stoke::graph::test
+}  // namespace stoke::base::test

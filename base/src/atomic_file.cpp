@@ -1,4 +1,4 @@
-#include "stoke/graph/atomic_file.hpp"
+#include "stoke/base/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace stoke::graph {
+namespace stoke::base {
 
 namespace {
 
@@ -51,4 +51,4 @@ void write_file_atomically(const std::filesystem::path& path, std::span<const st
   if (::rename(temporary.c_str(), path.c_str()) != 0) fail(errno, "");
 }
 
-}  // namespace stoke::graph
+}  // namespace stoke::base

@@ -3,9 +3,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stoke/graph/block_cache.hpp>
+#include <stoke/base/block_cache.hpp>
 
-namespace stoke::graph {
+namespace stoke::base {
 namespace {
 
 TEST(BlockCache, SizeClassesAreMultiplesOf512BelowAMebibyteAndQuarterOctavesAbove) {
@@ -98,4 +98,4 @@ TEST(BlockCache, TrimFreesWhatItKept) {
 }
 
 }  // namespace
-}  // namespace stoke::graph
+}  // namespace stoke::base

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-namespace stoke::graph {
+namespace stoke::base {
 
 /// SplitMix64's finalizer: a bijective 64-bit mix.
 constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
@@ -57,4 +57,4 @@ class ItemRng {
   std::uint64_t state_;
 };
 
-}  // namespace stoke::graph
+}  // namespace stoke::base

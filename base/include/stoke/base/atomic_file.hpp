@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-namespace stoke::graph {
+namespace stoke::base {
 
 /// Writes `bytes` to `path` so that a reader sees the previous file or the whole new one, never a
 /// part: into a temporary file beside it (named after the process and a random number, so that
@@ -23,4 +23,4 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
   write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())), what);
 }
 
-}  // namespace stoke::graph
+}  // namespace stoke::base
