@@ -68,6 +68,9 @@ struct AsFloat {
 struct AsBf16 {
   std::uint16_t operator()(float value) const noexcept { return bf16_from_float(value); }
 };
+struct AsF16 {
+  std::uint16_t operator()(float value) const noexcept { return f16_from_float(value); }
+};
 
 // uint8: one table lookup per element (256 entries per channel), written in the requested layout.
 template <class Out, class Cast>
@@ -159,8 +162,8 @@ void ConvertOptions::validate() const {
     throw std::invalid_argument("ConvertOptions::range must be finite and >= 0 (0: the input type's full scale), got " +
                                 format_float(range));
   }
-  if (dtype != DType::f32 && dtype != DType::bf16) {
-    throw std::invalid_argument("ConvertOptions::dtype must be f32 or bf16, got " + std::string(to_string(dtype)));
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16) {
+    throw std::invalid_argument("ConvertOptions::dtype must be f32, bf16 or f16, got " + std::string(to_string(dtype)));
   }
 }
 
@@ -243,9 +246,12 @@ void convert(const void* src, DType src_dtype, void* dst, std::size_t n, int hei
                           if (options.dtype == DType::f32) {
                             convert_range_on_host(in, src_dtype, static_cast<float*>(out), items.size(), pixels,
                                                   c_count, params, table, options.layout, AsFloat{});
+                          } else if (options.dtype == DType::bf16) {
+                            convert_range_on_host(in, src_dtype, static_cast<std::uint16_t*>(out), items.size(), pixels,
+                                                  c_count, params, table, options.layout, AsBf16{});
                           } else {
-                            convert_range_on_host(in, src_dtype, static_cast<std::uint16_t*>(out), items.size(),
-                                                  pixels, c_count, params, table, options.layout, AsBf16{});
+                            convert_range_on_host(in, src_dtype, static_cast<std::uint16_t*>(out), items.size(), pixels,
+                                                  c_count, params, table, options.layout, AsF16{});
                           }
                         });
     });

@@ -27,7 +27,7 @@ struct ConvertParams {
 };
 
 /// Enqueues the uint8 table conversion on `stream` (a CUDA stream). Arguments already validated
-/// by convert: n > 0, height and width > 0, channels in 1..3, dtype f32 or bf16, pointers not
+/// by convert: n > 0, height and width > 0, channels in 1..3, dtype f32, bf16 or f16, pointers not
 /// null and aligned. Throws CudaError when the launch fails.
 void launch_convert_u8(const std::uint8_t* src, void* dst, std::size_t n, int height, int width, int channels,
                        const ConvertTable& table, DType dtype, TensorLayout layout, StreamView stream);

@@ -1,8 +1,9 @@
 // convert on a CUDA stream against the CPU reference (convert on the host stream, itself checked
 // against nodes::Normalize by convert_test): every dtype x layout, the uint8 table kernels
 // (vectorized and scalar: odd sizes with tails, unaligned pointers), the element-wise kernel (u16,
-// i16 and f32 input, 4 to 16 channels), a full 64 x 224 x 224 batch, and two streams converting
-// with different options at once. Nothing outside the output may be written.
+// i16 and f32 input, 4 to 16 channels), f16 at binary16's edges (overflow to infinity,
+// subnormals), a full 64 x 224 x 224 batch, and two streams converting with different options at
+// once. Nothing outside the output may be written. bf16 and f16 must match the host bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -174,7 +175,7 @@ class ConvertGpu : public ::testing::Test {
 
   static std::vector<ConvertOptions> every_dtype_and_layout(ConvertOptions base = {}) {
     std::vector<ConvertOptions> all;
-    for (DType dtype : {DType::f32, DType::bf16}) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       for (TensorLayout layout : {TensorLayout::nchw, TensorLayout::nhwc}) {
         base.dtype = dtype;
         base.layout = layout;
@@ -238,6 +239,28 @@ TEST_F(ConvertGpu, OtherInputsAndChannelCountsMatchTheCpuReference) {
   for (const ConvertOptions& options : every_dtype_and_layout(twelve_bit)) check(shapes[3], options, seed++);
 }
 
+// f16 has a narrow range: a tiny stddev sends values past its largest finite 65504 (to infinity),
+// a huge one into subnormals and to zero. The table kernels (uint8, vector and
+// scalar) and the element-wise kernel (f32 input) must round them as the host does.
+TEST_F(ConvertGpu, F16OverflowAndSubnormalsMatchTheCpuReference) {
+  const Shape shapes[] = {
+      {3, 7, 5, 3},              // NHWC vector + tail; NCHW scalar
+      {3, 4, 8, 3},              // NCHW vector
+      {2, 9, 11, 1, DType::f32}  // element-wise
+  };
+  std::uint32_t seed = 500;
+  for (float stddev : {1e-5f, 3e-3f, 1e5f}) {
+    for (TensorLayout layout : {TensorLayout::nchw, TensorLayout::nhwc}) {
+      const ConvertOptions options{.mean = {0.0f}, .stddev = {stddev}, .dtype = DType::f16, .layout = layout};
+      for (const Shape& shape : shapes) {
+        check(shape, options, seed++);
+        // dst off 8-byte alignment (and uint8 src off 4-byte alignment): the scalar table kernels.
+        check(shape, options, seed++, element_size(shape.input), element_size(DType::f16));
+      }
+    }
+  }
+}
+
 TEST_F(ConvertGpu, UnalignedPointersTakeTheScalarPathWithTheSameResults) {
   std::uint32_t seed = 100;
   for (const ConvertOptions& options : every_dtype_and_layout()) {
@@ -263,17 +286,24 @@ TEST_F(ConvertGpu, StreamsConvertWithDifferentOptionsAtOnce) {
   const ConvertOptions first{.dtype = DType::f32, .layout = TensorLayout::nchw};
   const ConvertOptions second{
       .mean = {0.5f, 0.5f, 0.5f}, .stddev = {0.25f, 0.25f, 0.25f}, .dtype = DType::bf16, .layout = TensorLayout::nhwc};
+  const ConvertOptions third{
+      .mean = {0.4f, 0.5f, 0.6f}, .stddev = {0.2f, 0.3f, 0.4f}, .dtype = DType::f16, .layout = TensorLayout::nhwc};
   const Stream other(device_);
   const DeviceConversion a(in, shape, first, *stream_);
   const DeviceConversion b(in, shape, second, other);
   const DeviceConversion c(in, shape, second, *stream_);
   const DeviceConversion d(in, shape, first, other);
+  const DeviceConversion e(in, shape, third, *stream_);
+  const DeviceConversion f(in, shape, third, other);
   const std::vector<std::byte> expected_first = convert_on_host(in, shape, first);
   const std::vector<std::byte> expected_second = convert_on_host(in, shape, second);
+  const std::vector<std::byte> expected_third = convert_on_host(in, shape, third);
   expect_same(a.result(), expected_first, shape, first);
   expect_same(b.result(), expected_second, shape, second);
   expect_same(c.result(), expected_second, shape, second);
   expect_same(d.result(), expected_first, shape, first);
+  expect_same(e.result(), expected_third, shape, third);
+  expect_same(f.result(), expected_third, shape, third);
 }
 
 }  // namespace

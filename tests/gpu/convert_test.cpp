@@ -1,6 +1,6 @@
 // convert on the host stream (the CPU reference the GPU kernels are checked against): uint8 equal
-// to nodes::Normalize bit for bit, NHWC as the transposition of NCHW, bf16 rounding, 1 to 16
-// channels, u16 / i16 / f32 input and its range, option and argument checks, converted_bytes; and
+// to nodes::Normalize bit for bit, NHWC as the transposition of NCHW, bf16 and f16 rounding, 1 to
+// 16 channels, u16 / i16 / f32 input and its range, option and argument checks, converted_bytes; and
 // the dtype helpers.
 #include <gtest/gtest.h>
 
@@ -48,9 +48,11 @@ TEST(DType, SizesAndNames) {
   EXPECT_EQ(element_size(DType::u8), 1u);
   EXPECT_EQ(element_size(DType::f32), 4u);
   EXPECT_EQ(element_size(DType::bf16), 2u);
+  EXPECT_EQ(element_size(DType::f16), 2u);
   EXPECT_EQ(to_string(DType::u8), "u8");
   EXPECT_EQ(to_string(DType::f32), "f32");
   EXPECT_EQ(to_string(DType::bf16), "bf16");
+  EXPECT_EQ(to_string(DType::f16), "f16");
   EXPECT_EQ(element_size(DType::u16), 2u);
   EXPECT_EQ(element_size(DType::i16), 2u);
   EXPECT_EQ(to_string(DType::u16), "u16");
@@ -153,6 +155,7 @@ void expect_nhwc_is_transposed_nchw(DType dtype) {
 TEST(Convert, NhwcIsTheTranspositionOfNchw) {
   expect_nhwc_is_transposed_nchw<float>(DType::f32);
   expect_nhwc_is_transposed_nchw<std::uint16_t>(DType::bf16);
+  expect_nhwc_is_transposed_nchw<std::uint16_t>(DType::f16);
 }
 
 TEST(Convert, Bf16IsTheF32ValueRoundedToNearestEven) {
@@ -174,6 +177,72 @@ TEST(Convert, Bf16IsTheF32ValueRoundedToNearestEven) {
   const std::vector<std::uint8_t> white = {255, 255, 255};
   const std::vector<std::uint16_t> out = convert_on_host<std::uint16_t>(white, 1, 1, 1, 3, {.dtype = DType::bf16});
   EXPECT_EQ(float_from_bf16(out[0]), 2.25f);
+}
+
+// Converts 16-bit or float pixels on the host into f32 and into f16 with the same options, and
+// expects every f16 to be f16_from_float of the f32 (the rounding the CUDA kernels do too).
+template <class In>
+void expect_f16_is_f32_rounded(const std::vector<In>& in, DType src_dtype, std::size_t n, int height, int width,
+                               int channels, ConvertOptions options) {
+  options.dtype = DType::f32;
+  std::vector<float> f32(in.size());
+  convert(in.data(), src_dtype, f32.data(), n, height, width, channels, options, StreamView::host());
+  options.dtype = DType::f16;
+  std::vector<std::uint16_t> f16(in.size());
+  convert(in.data(), src_dtype, f16.data(), n, height, width, channels, options, StreamView::host());
+  int mismatches = 0;
+  std::size_t first = f32.size();
+  for (std::size_t i = 0; i < f32.size(); ++i) {
+    if (f16[i] != f16_from_float(f32[i]) && mismatches++ == 0) first = i;
+  }
+  EXPECT_EQ(mismatches, 0) << to_string(src_dtype) << " -> f16 " << to_string(options.layout) << ", first at element "
+                           << first;
+}
+
+TEST(Convert, F16IsTheF32ValueRoundedToNearestEven) {
+  const std::size_t n = 2;
+  const int height = 16;
+  const int width = 16;
+  const std::vector<std::uint8_t> u8 = random_bytes(n * height * width * 3, 4);
+  std::vector<std::uint16_t> u16(u8.size());
+  std::mt19937 rng(5);
+  for (auto& v : u16) v = static_cast<std::uint16_t>(rng());
+  for (TensorLayout layout : {TensorLayout::nchw, TensorLayout::nhwc}) {
+    // uint8 by table lookup; 16-bit by the expression.
+    expect_f16_is_f32_rounded(u8, DType::u8, n, height, width, 3, {.layout = layout});
+    expect_f16_is_f32_rounded(u16, DType::u16, n, height, width, 3,
+                              {.mean = {0.1f, 0.5f, 0.9f}, .stddev = {0.3f, 0.01f, 2.0f}, .layout = layout});
+  }
+  // The value itself, for one pixel: v = 255 in channel R is (1 - 0.485) / 0.229 = 2.248908...;
+  // binary16 keeps 11 significant bits: 2.248046875 (0x407f), where bf16 has 2.25.
+  const std::vector<std::uint8_t> white = {255, 255, 255};
+  for (TensorLayout layout : {TensorLayout::nchw, TensorLayout::nhwc}) {
+    const std::vector<std::uint16_t> out =
+        convert_on_host<std::uint16_t>(white, 1, 1, 1, 3, {.dtype = DType::f16, .layout = layout});
+    EXPECT_EQ(out[0], 0x407f) << to_string(layout);
+    EXPECT_EQ(float_from_f16(out[0]), 2.248046875f) << to_string(layout);
+  }
+}
+
+// Float pixels with mean 0, stddev 1 and range 1 come out as they went in, so the f16 output shows
+// the rounding at binary16's edges: overflow to infinity, the largest finite value, subnormals and
+// underflow to zero.
+TEST(Convert, F16OverflowsToInfinityAndKeepsSubnormals) {
+  const std::vector<float> in = {70000.0f, 65520.0f, 65519.0f, -65504.0f, 1e-6f,
+                                 -3e-8f,   0x1p-25f, 0x1p-24f, 0.1f,      -0.1f};
+  const std::vector<std::uint16_t> expected = {0x7c00, 0x7c00, 0x7bff, 0xfbff, 0x0011,
+                                               0x8001, 0x0000, 0x0001, 0x2e66, 0xae66};
+  for (TensorLayout layout : {TensorLayout::nchw, TensorLayout::nhwc}) {
+    const ConvertOptions options{
+        .mean = {0.0f}, .stddev = {1.0f}, .range = 1.0f, .dtype = DType::f16, .layout = layout};
+    std::vector<std::uint16_t> out(in.size());
+    // One channel: the same order in either layout.
+    convert(in.data(), DType::f32, out.data(), 1, 2, 5, 1, options, StreamView::host());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(out[i], expected[i]) << "element " << i << " (" << in[i] << "), " << to_string(layout);
+      EXPECT_EQ(out[i], f16_from_float(in[i])) << "element " << i;
+    }
+  }
 }
 
 TEST(Convert, OneAndTwoChannelsUseTheFirstMeansAndStds) {
@@ -339,6 +408,8 @@ TEST(ConvertOptions, BadOptionsThrowNamingTheField) {
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_NO_THROW(ConvertOptions{}.validate());
   EXPECT_NO_THROW(ConvertOptions{.dtype = DType::bf16}.validate());
+  EXPECT_NO_THROW(ConvertOptions{.dtype = DType::f16}.validate());
+  EXPECT_NO_THROW((ConvertOptions{.dtype = DType::f16, .layout = TensorLayout::nhwc}.validate()));
   const auto expect_invalid = [](const ConvertOptions& options, const std::string& fragment) {
     expect_throw_mentioning<std::invalid_argument>([&] { options.validate(); }, fragment);
   };
@@ -352,8 +423,9 @@ TEST(ConvertOptions, BadOptionsThrowNamingTheField) {
   expect_invalid({.stddev = std::vector<float>(17, 1.0f)}, "stddev must hold 1 to 16 values");
   expect_invalid({.range = -1.0f}, "range must be finite and >= 0");
   expect_invalid({.range = inf}, "range");
-  expect_invalid({.dtype = DType::u8}, "dtype must be f32 or bf16, got u8");
-  expect_invalid({.dtype = DType::f16}, "dtype must be f32 or bf16, got f16");  // no f16 kernel
+  expect_invalid({.dtype = DType::u8}, "dtype must be f32, bf16 or f16, got u8");
+  expect_invalid({.dtype = DType::i32}, "dtype must be f32, bf16 or f16, got i32");
+  expect_invalid({.dtype = DType::u16}, "dtype must be f32, bf16 or f16, got u16");
 }
 
 TEST(Convert, BadArgumentsThrowNamingThem) {
@@ -376,6 +448,8 @@ TEST(Convert, BadArgumentsThrowNamingThem) {
   expect_throw_mentioning<std::invalid_argument>(
       [&] { call(in.data(), reinterpret_cast<std::byte*>(out.data()) + 2, 2, 2, 3); },
       "dst must be aligned to its element type (4 bytes for f32)");
+  expect_throw_mentioning<std::invalid_argument>([&] { call(in.data(), out.data(), 2, 2, 3, {.dtype = DType::i32}); },
+                                                 "dtype must be f32, bf16 or f16, got i32");
   const ConvertOptions bad_stddev{.stddev = {1, 1, 0}};
   expect_throw_mentioning<std::invalid_argument>([&] { call(in.data(), out.data(), 2, 2, 3, bad_stddev); },
                                                  "stddev[2]");
@@ -384,6 +458,7 @@ TEST(Convert, BadArgumentsThrowNamingThem) {
 TEST(Convert, ConvertedBytes) {
   EXPECT_EQ(converted_bytes(2, 3, 4, 3, DType::f32), 2u * 3 * 4 * 3 * 4);
   EXPECT_EQ(converted_bytes(2, 3, 4, 3, DType::bf16), 2u * 3 * 4 * 3 * 2);
+  EXPECT_EQ(converted_bytes(2, 3, 4, 3, DType::f16), 2u * 3 * 4 * 3 * 2);
   EXPECT_EQ(converted_bytes(2, 3, 4, 3, DType::u8), 2u * 3 * 4 * 3);
   EXPECT_EQ(converted_bytes(64, 224, 224, 3, DType::f32), 38'535'168u);
   EXPECT_EQ(converted_bytes(0, 224, 224, 3, DType::f32), 0u);

@@ -1,18 +1,22 @@
-// The kernels of convert: uint8 NHWC of 1 to 3 channels -> f32 / bf16, NCHW / NHWC, by table
-// lookup; and an element-wise kernel for every other input (u16, i16, f32, more channels).
+// The kernels of convert: uint8 NHWC of 1 to 3 channels -> f32 / bf16 / f16, NCHW / NHWC, by
+// table lookup; and an element-wise kernel for every other input (u16, i16, f32, more channels).
+// bf16 and f16 are the f32 value rounded to nearest, ties to even (__float2bfloat16_rn,
+// __float2half_rn): for a finite value, bit for bit what the host's bf16_from_float and
+// f16_from_float give.
 //
 // The work is memory-bound: per element, one byte in and two or four bytes out. So each thread
 // converts groups of 4 elements (NHWC) or 4 pixels (NCHW) with one 32-bit load per 4 input bytes
-// and one 16-byte (f32) or 8-byte (bf16) store per 4 outputs, and handles several groups per tile,
-// loading them all before storing any, so that enough loads are in flight to cover DRAM latency;
-// consecutive lanes touch consecutive addresses, so loads and stores coalesce. Pointers without
-// that alignment, and NCHW outputs whose planes (height * width) are not a multiple of 4 pixels,
-// take a scalar kernel with the same structure.
+// and one 16-byte (f32) or 8-byte (bf16, f16) store per 4 outputs, and handles several groups per
+// tile, loading them all before storing any, so that enough loads are in flight to cover DRAM
+// latency; consecutive lanes touch consecutive addresses, so loads and stores coalesce. Pointers
+// without that alignment, and NCHW outputs whose planes (height * width) are not a multiple of 4
+// pixels, take a scalar kernel with the same structure.
 //
 // The table (3 x 256 floats, computed on the host by convert.cpp) is a by-value kernel parameter,
 // so that launches on different streams with different options never share state; each block
 // copies it into shared memory once, where the data-dependent lookups are cheap.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -58,19 +62,28 @@ __device__ __forceinline__ void load_table(const ConvertTable& table, float (&sh
 
 __device__ __forceinline__ void store_one(float* dst, float value) { *dst = value; }
 __device__ __forceinline__ void store_one(__nv_bfloat16* dst, float value) { *dst = __float2bfloat16_rn(value); }
+__device__ __forceinline__ void store_one(__half* dst, float value) { *dst = __float2half_rn(value); }
 
-// Stores 4 consecutive outputs; dst is 16-byte (f32) or 8-byte (bf16) aligned.
+// Two 16-bit outputs packed into one word. Little-endian: the element at the lower address is the
+// low half.
+__device__ __forceinline__ unsigned pack_two(__nv_bfloat16 low, __nv_bfloat16 high) {
+  return static_cast<unsigned>(__bfloat16_as_ushort(low)) | (static_cast<unsigned>(__bfloat16_as_ushort(high)) << 16);
+}
+__device__ __forceinline__ unsigned pack_two(__half low, __half high) {
+  return static_cast<unsigned>(__half_as_ushort(low)) | (static_cast<unsigned>(__half_as_ushort(high)) << 16);
+}
+
+// Stores 4 consecutive outputs; dst is 16-byte (f32) or 8-byte (bf16, f16) aligned.
 __device__ __forceinline__ void store_four(float* dst, float a, float b, float c, float d) {
   *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
 }
 __device__ __forceinline__ void store_four(__nv_bfloat16* dst, float a, float b, float c, float d) {
-  // Little-endian: the element at the lower address is the low half of each word.
-  uint2 packed;
-  packed.x = static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(a))) |
-             (static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(b))) << 16);
-  packed.y = static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(c))) |
-             (static_cast<unsigned>(__bfloat16_as_ushort(__float2bfloat16_rn(d))) << 16);
-  *reinterpret_cast<uint2*>(dst) = packed;
+  *reinterpret_cast<uint2*>(dst) = make_uint2(pack_two(__float2bfloat16_rn(a), __float2bfloat16_rn(b)),
+                                              pack_two(__float2bfloat16_rn(c), __float2bfloat16_rn(d)));
+}
+__device__ __forceinline__ void store_four(__half* dst, float a, float b, float c, float d) {
+  *reinterpret_cast<uint2*>(dst) =
+      make_uint2(pack_two(__float2half_rn(a), __float2half_rn(b)), pack_two(__float2half_rn(c), __float2half_rn(d)));
 }
 
 __device__ __forceinline__ unsigned byte_of(unsigned word, int k) { return (word >> (8 * k)) & 0xffu; }
@@ -238,8 +251,9 @@ __global__ void __launch_bounds__(block_threads) any_kernel(const __grid_constan
 
 template <class In>
 void launch_any(const AnyArgs& args, DType dtype, TensorLayout layout, int sms, cudaStream_t stream) {
-  void (*kernel)(AnyArgs, TensorLayout) =
-      dtype == DType::bf16 ? any_kernel<In, __nv_bfloat16> : any_kernel<In, float>;
+  void (*kernel)(AnyArgs, TensorLayout) = dtype == DType::bf16  ? any_kernel<In, __nv_bfloat16>
+                                          : dtype == DType::f16 ? any_kernel<In, __half>
+                                                                : any_kernel<In, float>;
   int blocks_per_sm = 0;
   STOKE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_threads, 0));
   const std::uint64_t elements = args.n * args.pixels * static_cast<std::uint64_t>(args.channels);
@@ -341,6 +355,8 @@ void launch_convert_u8(const std::uint8_t* src, void* dst, std::size_t n, int he
   const KernelArgs args{table, src, dst, n, static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width)};
   if (dtype == DType::bf16) {
     launch_for_channels<__nv_bfloat16>(args, channels, layout, sms, native);
+  } else if (dtype == DType::f16) {
+    launch_for_channels<__half>(args, channels, layout, sms, native);
   } else {
     launch_for_channels<float>(args, channels, layout, sms, native);
   }

@@ -82,6 +82,9 @@ void launch_convert(const void* src, DType src_dtype, void* dst, std::size_t n, 
     if (dtype == DType::bf16) {
       convert_by_input(src, src_dtype, static_cast<std::uint16_t*>(dst), n, pixels, c_count, params, layout,
                        [](float value) { return bf16_from_float(value); });
+    } else if (dtype == DType::f16) {
+      convert_by_input(src, src_dtype, static_cast<std::uint16_t*>(dst), n, pixels, c_count, params, layout,
+                       [](float value) { return f16_from_float(value); });
     } else {
       convert_by_input(src, src_dtype, static_cast<float*>(dst), n, pixels, c_count, params, layout,
                        [](float value) { return value; });
@@ -103,6 +106,9 @@ void launch_convert_u8(const std::uint8_t* src, void* dst, std::size_t n, int he
     if (dtype == DType::bf16) {
       convert(src, static_cast<std::uint16_t*>(dst), n, pixels, c_count, table, layout,
               [](float value) { return bf16_from_float(value); });
+    } else if (dtype == DType::f16) {
+      convert(src, static_cast<std::uint16_t*>(dst), n, pixels, c_count, table, layout,
+              [](float value) { return f16_from_float(value); });
     } else {
       convert(src, static_cast<float*>(dst), n, pixels, c_count, table, layout, [](float value) { return value; });
     }
