@@ -16,6 +16,7 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "progress.hpp"
 #include "status_line.hpp"
 
 namespace stoke::app {
@@ -34,6 +35,10 @@ void print_pipeline_text(const bench::InputPipelineResult& r, std::size_t datase
               static_cast<unsigned long long>(r.batches), r.seconds, r.images_per_sec());
   std::printf("  files read %llu = images %llu + skipped %llu\n", static_cast<unsigned long long>(r.files_read),
               static_cast<unsigned long long>(r.images), static_cast<unsigned long long>(r.skipped_count));
+  if (r.left_out.count > 0) {
+    std::printf("  left out when the dataset opened: %llu (never read; listed on stderr)\n",
+                static_cast<unsigned long long>(r.left_out.count));
+  }
   std::printf("  stage        busy%%\n");
   // Busy share of the stage's concurrency at the end (the scheduler may have moved it).
   for (const auto& s : r.report.stages) {
@@ -173,11 +178,7 @@ int bench_pipeline(int argc, char** argv) {
   nodes::DatasetPtr dataset = open_dataset(data, data_format);
   if (dataset->size() == 0) throw std::runtime_error(data + ": the dataset is empty");
   if (cache_bytes > 0) dataset = std::make_shared<nodes::CachedDataset>(dataset, cache_bytes);
-  if (!json) {
-    for (const auto& ignored : dataset->ignored()) {
-      std::fprintf(stderr, "bench pipeline: not counted: %s (%s)\n", ignored.path.c_str(), ignored.reason.c_str());
-    }
-  }
+  if (!json) print_left_out("bench pipeline", data, left_out_of(*dataset));
 
   bench::InputPipelineOptions options{.seconds = seconds, .baseline_images = baseline_images};
   if (baseline_images > 0 && !json)

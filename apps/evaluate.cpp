@@ -97,6 +97,10 @@ void print_evaluation_text(const Evaluation& e, const std::vector<std::string>& 
   if (e.skipped > listed_skips) {
     std::printf("  ... and %llu more\n", static_cast<unsigned long long>(e.skipped - listed_skips));
   }
+  if (e.left_out.count > 0) {
+    std::printf("  %llu left out when the dataset opened (never read; listed on stderr)\n",
+                static_cast<unsigned long long>(e.left_out.count));
+  }
   if (classes.size() <= max_matrix_classes) {
     print_matrix(e.confusion, classes);
   } else {
@@ -124,7 +128,8 @@ int evaluate(int argc, char** argv) {
       "channels-last", po::value(&c.channels_last)->default_value(c.channels_last), channels_last_help)(
       "threads", po::value(&c.threads)->default_value(c.threads), "input threads (0: the scheduler's choice)")(
       "json", po::bool_switch(&c.json),
-      "one JSON object: top1, top5, images, skipped, skipped_files, loss, classes, confusion");
+      "one JSON object: top1, top5, images, skipped, skipped_files, left_out, left_out_files, loss, classes, "
+      "confusion");
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
   if (c.checkpoint.empty()) return cli.usage_error("--checkpoint is required (a checkpoint written by `stoke train`)");
@@ -149,6 +154,7 @@ int evaluate(int argc, char** argv) {
     std::fprintf(stderr, "stoke evaluate: %s (%zu classes) on %s; %zu images, %dx%d, batch %d\n", card.model.c_str(),
                  card.classes.size(), backend.describe().c_str(), dataset->size(), card.image_size, card.image_size,
                  c.batch);
+    print_left_out("stoke evaluate", c.data, left_out_of(*dataset));
   }
 
   ProgressLine progress(!c.json);

@@ -3,8 +3,22 @@
 #include <algorithm>
 #include <cstdio>
 #include <stoke/train/builtin.hpp>
+#include <stoke/train/input.hpp>
 
 namespace stoke::app {
+
+void print_left_out(const std::string& who, const std::string& data, const train::LeftOut& left_out,
+                    std::size_t max_lines) {
+  const std::size_t listed = std::min(left_out.files.size(), max_lines);
+  for (std::size_t i = 0; i < listed; ++i) {
+    std::fprintf(stderr, "%s: left out of %s: %s (%s)\n", who.c_str(), data.c_str(), left_out.files[i].path.c_str(),
+                 left_out.files[i].reason.c_str());
+  }
+  if (left_out.count > listed) {
+    std::fprintf(stderr, "%s: ... and %llu more left out of %s\n", who.c_str(),
+                 static_cast<unsigned long long>(left_out.count - listed), data.c_str());
+  }
+}
 
 std::filesystem::path builtin_dataset_with_progress(bool quiet) {
   if (quiet) return train::builtin_dataset();

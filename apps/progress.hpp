@@ -2,13 +2,25 @@
 // commands' one StatusLine) and numbers in their JSON lines.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 
 #include "status_line.hpp"
 
+namespace stoke::train {
+struct LeftOut;
+}  // namespace stoke::train
+
 namespace stoke::app {
+
+/// Says on stderr what `data` left out when it opened (train::left_out_of), once before the run:
+///   stoke train: left out of shard.tar: shard.tar#k3.cls (not a decimal class label in 0..)
+/// a line per listed file up to `max_lines`, then "stoke train: ... and 12 more left out of
+/// shard.tar". `who` starts each line ("stoke train"); nothing when nothing was left out.
+void print_left_out(const std::string& who, const std::string& data, const train::LeftOut& left_out,
+                    std::size_t max_lines = 20);
 
 /// train::builtin_dataset(), saying on stderr (unless `quiet`) that it is being written, the first
 /// time, with a count of the images written.

@@ -343,6 +343,9 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
                    comm.describe().c_str(), nccl ? (", gradients over " + nccl->describe()).c_str() : "",
                    recipe.batch * comm.world(), gradient_sync->buckets(), c.sync_bn ? ", batch norm synced" : "");
     }
+    // What the datasets left out when they opened: never read, so neither trained on nor skipped.
+    print_left_out("stoke train", data.train_path.string(), left_out_of(*data.train));
+    if (data.val) print_left_out("stoke train", data.val_path.string(), left_out_of(*data.val));
   }
   FitOptions options = fit_options(recipe, data.train->classes(), shape.channels);
   options.trace_file = c.trace;
@@ -392,6 +395,8 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
         {"model", recipe.model + " (" + parameters + " parameters)"},
         {"device", backend.describe()}};
     for (auto& row : settings_of(recipe)) settings.push_back(std::move(row));
+    recorder.left_out(data.train_path.string(), left_out_of(*data.train));
+    if (data.val) recorder.left_out(data.val_path.string(), left_out_of(*data.val));
     callbacks = record_fit(
         recorder, std::move(callbacks),
         {.html = c.report, .title = "stoke train: " + recipe.model, .settings = settings, .gpu_busy = gpu_busy});

@@ -85,6 +85,7 @@ InputPipelineResult measure_input_pipeline(const nodes::DatasetPtr& dataset, tra
   result.files_read = result.report.produced;
   result.skipped_count = result.report.skipped;
   result.skipped = train::name_skips(result.report, input, config);
+  result.left_out = train::left_out_of(*dataset);
   return result;
 }
 
@@ -94,13 +95,22 @@ void to_json(nlohmann::ordered_json& json, const InputPipelineResult& r) {
   for (const auto& s : r.report.stages)
     stages.push_back({{"name", s.name}, {"items_out", s.items_out}, {"busy_pct", r.busy_pct(s)}});
   for (const auto& d : r.report.decisions) decisions.push_back(train::to_json(d));
-  json = {{"bench", "pipeline"},      {"images_per_sec", r.images_per_sec()},
-          {"images", r.images},       {"skipped", r.skipped_count},
-          {"skipped_files", skipped}, {"files_read", r.files_read},
-          {"batches", r.batches},     {"seconds", r.seconds},
-          {"threads", r.threads},     {"batch", r.batch_size},
-          {"size", r.size},           {"shape", r.shape},
-          {"fuse", r.fuse},           {"stages", stages}};
+  json = {{"bench", "pipeline"},
+          {"images_per_sec", r.images_per_sec()},
+          {"images", r.images},
+          {"skipped", r.skipped_count},
+          {"skipped_files", skipped},
+          {"left_out", r.left_out.count},
+          {"left_out_files", train::left_out_files_json(r.left_out)},
+          {"files_read", r.files_read},
+          {"batches", r.batches},
+          {"seconds", r.seconds},
+          {"threads", r.threads},
+          {"batch", r.batch_size},
+          {"size", r.size},
+          {"shape", r.shape},
+          {"fuse", r.fuse},
+          {"stages", stages}};
   if (r.baseline_images_per_sec > 0) {
     json["baseline_images_per_sec"] = r.baseline_images_per_sec;
     json["efficiency"] = r.efficiency();

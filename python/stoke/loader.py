@@ -368,7 +368,10 @@ class Loader:
         ("decisions"), "skipped" (one per file and epoch) and "skipped_files" (each file once:
         {"file", "reason", "epochs"}, the epochs as set_epoch counts them), the seconds the loop
         waited for batches ("waited_s"), where the loader stands. Counted since the pipeline
-        (re)started."""
+        (re)started. Apart from the skipped files, "left_out" counts what the dataset left out when
+        it opened (never read: a file outside a class folder, a tar member that is a link or whose
+        .cls is not a number, a sample without an image, ...) and "left_out_files" lists the first
+        100 of them ({"file", "reason"})."""
         return json.loads(self._native.stats_json())
 
     def write_report(self, path):

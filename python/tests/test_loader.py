@@ -2,11 +2,13 @@
 bound holds; resume is exact; ranks share epochs; errors are named; Ctrl-C and fork behave."""
 
 import gc
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
+import tarfile
 import textwrap
 import threading
 import time
@@ -163,6 +165,43 @@ def test_an_unreadable_file_is_skipped_and_named_or_fails_naming_it(shapes_copy)
     assert skipped and all(s["file"] == str(bad) for s in skipped)
     with pytest.raises(RuntimeError, match=str(bad)):
         epoch(make(shapes_copy, on_error="fail"))
+
+
+def test_what_the_dataset_leaves_out_is_counted_and_named_apart_from_the_skips(shapes, tmp_path):
+    """A WebDataset shard with a sample whose .cls is not a number and a symlink member: the
+    dataset leaves both out when it opens, and stats() counts and names them apart from the
+    skipped files, before the first batch and after."""
+    shard = tmp_path / "shard.tar"
+
+    def add(tar, name, data):
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+
+    with tarfile.open(shard, "w") as tar:
+        for label, folder in enumerate(sorted(p for p in shapes.iterdir() if p.is_dir())):
+            for i, image in enumerate(sorted(folder.iterdir())[:8]):
+                add(tar, f"c{label}_{i:02d}.jpg", image.read_bytes())
+                add(tar, f"c{label}_{i:02d}.cls", str(label).encode())
+        add(tar, "bad.jpg", image.read_bytes())
+        add(tar, "bad.cls", b"banana")
+        link = tarfile.TarInfo("link.jpg")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "c0_00.jpg"
+        tar.addfile(link)
+
+    loader = make(shard, shuffle=False)
+    expected = {f"{shard}#bad.cls": "not a decimal class label", f"{shard}#link.jpg": "not a regular file"}
+    for when in ("before", "after"):
+        stats = loader.stats()
+        assert stats["left_out"] == 2, when
+        left_out = {f["file"]: f["reason"] for f in stats["left_out_files"]}
+        assert set(left_out) == set(expected), (when, left_out)
+        for file, reason in expected.items():
+            assert reason in left_out[file], (when, left_out)
+        assert stats["skipped"] == 0 and stats["skipped_files"] == [], when
+        if when == "before":
+            assert sum(len(labels) for _, labels, _ in epoch(loader)) == 16  # the good samples, all of them
 
 
 def test_bad_arguments_name_the_thing(shapes, tmp_path):

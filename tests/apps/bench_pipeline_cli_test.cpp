@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -16,6 +18,7 @@
 
 #include "cli_test_support.hpp"
 #include "dataset_test_support.hpp"
+#include "left_out_shard.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -73,6 +76,36 @@ TEST(BenchPipelineCommand, SkipsCountsAndNamesEveryBadFile) {
   EXPECT_EQ(r.out.find("good_"), std::string::npos) << "a good file was reported as skipped: " << r.out;
   // One JSON line.
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
+}
+
+// What the dataset leaves out when it opens (a .cls that is not a number, a symlink member) is not
+// a skip: --json counts and names it beside "skipped", which stays 0, and the text lists it.
+TEST(BenchPipelineCommand, WhatTheDatasetLeavesOutIsCountedApartFromTheSkips) {
+  TempDir scratch;
+  const stoke::test::LeftOutShard shard = stoke::test::shard_with_left_out_members(scratch.path());
+  const Result r = run_stoke(scratch.path(), {"bench", "pipeline", "--data", shard.shard.string(), "--size", "16",
+                                              "--batch", "4", "--epochs", "1", "--threads", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["images"], 16);
+  EXPECT_EQ(json["files_read"], 16);
+  EXPECT_EQ(json["skipped"], 0);
+  EXPECT_TRUE(json["skipped_files"].empty()) << r.out;
+  EXPECT_EQ(json["left_out"], 2) << r.out;
+  std::map<std::string, std::string> left_out;
+  for (const auto& f : json["left_out_files"]) left_out[f["file"].get<std::string>()] = f["reason"];
+  EXPECT_EQ(left_out.size(), 2u) << r.out;
+  EXPECT_THAT(left_out[shard.bad_label], HasSubstr("not a decimal class label")) << r.out;
+  EXPECT_THAT(left_out[shard.symlink], HasSubstr("not a regular file")) << r.out;
+
+  const Result text = run_stoke(scratch.path(), {"bench", "pipeline", "--data", shard.shard.string(), "--size", "16",
+                                                 "--batch", "4", "--epochs", "1", "--threads", "2"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const std::string prefix = "bench pipeline: left out of " + shard.shard.string() + ": ";
+  EXPECT_THAT(text.err, HasSubstr(prefix + shard.bad_label + " (not a decimal class label"));
+  EXPECT_THAT(text.err, HasSubstr(prefix + shard.symlink + " (not a regular file"));
+  EXPECT_THAT(text.out, HasSubstr("skipped 0\n"));
+  EXPECT_THAT(text.out, HasSubstr("left out when the dataset opened: 2"));
 }
 
 TEST(BenchPipelineCommand, FailPolicyStopsNamingTheFile) {

@@ -9,12 +9,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli_test_support.hpp"
 #include "dataset_test_support.hpp"
+#include "left_out_shard.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -219,6 +221,37 @@ TEST(EvaluateCliManyClasses, PrintsTheMostConfusedPairsInsteadOfTheMatrix) {
                                            (dir.path() / "shapes" / "val").string(), "--device", "cpu", "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(matrix_at(json.out, "confusion").size(), 21u);  // JSON: the full matrix always
+}
+
+// What the dataset leaves out when it opens is counted and named apart from the skipped files.
+TEST(EvaluateCliLeftOut, WhatTheDatasetLeavesOutIsCountedAndNamedApartFromTheSkips) {
+  const TempDir dir;
+  const stoke::test::LeftOutShard shard = stoke::test::shard_with_left_out_members(dir.path());
+  const auto trained =
+      run_stoke(dir.path(), {"train", "--data", shard.shard.string(), "--epochs", "1", "--batch", "8", "--device",
+                             "cpu", "--json", "--checkpoint", (dir.path() / "ck").string()});
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const std::vector<std::string> args = {
+      "evaluate", "--checkpoint", (dir.path() / "ck" / "last.safetensors").string(), "--data", shard.shard.string(),
+      "--device", "cpu"};
+  auto json_args = args;
+  json_args.push_back("--json");
+  const auto json = run_stoke(dir.path(), json_args);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto result = nlohmann::json::parse(json.out);
+  EXPECT_EQ(result["images"], 16);
+  EXPECT_EQ(result["skipped"], 0);
+  EXPECT_EQ(result["left_out"], 2) << json.out;
+  ASSERT_EQ(result["left_out_files"].size(), 2u) << json.out;
+  EXPECT_THAT(json.out, HasSubstr("{\"file\":\"" + shard.bad_label + "\",\"reason\":\"not a decimal class label"));
+  EXPECT_THAT(json.out, HasSubstr("{\"file\":\"" + shard.symlink + "\",\"reason\":\"not a regular file"));
+
+  const auto text = run_stoke(dir.path(), args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.err, HasSubstr("stoke evaluate: left out of " + shard.shard.string() + ": " + shard.bad_label));
+  EXPECT_THAT(text.err, HasSubstr("stoke evaluate: left out of " + shard.shard.string() + ": " + shard.symlink));
+  EXPECT_THAT(text.out, HasSubstr("16 images, 0 skipped"));
+  EXPECT_THAT(text.out, HasSubstr("2 left out when the dataset opened"));
 }
 
 TEST(EvaluateCliHelp, ExplainsTheOptions) {

@@ -7,12 +7,15 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli_test_support.hpp"
 #include "dataset_test_support.hpp"
+#include "left_out_shard.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -279,6 +282,57 @@ TEST_F(TrainCli, ReportsCallsPastTheStallLimitAndGoesOn) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.err, HasSubstr("stoke: stage 'train' has been on item"));  // as found
   EXPECT_THAT(run.err, HasSubstr("ran past --stall-limit:"));                // and again at the end
+}
+
+// What the dataset leaves out when it opens (a tar member whose .cls is not a number, a symlink
+// member) trains with those samples dropped, but never silently: the final JSON object counts and
+// names them apart from the skipped files, the text mode lists them before training, and the
+// report has a table of them apart from the skipped files'.
+TEST(TrainCliLeftOut, WhatTheDatasetLeavesOutIsCountedAndNamedApartFromTheSkips) {
+  const stoke::nodes::test::TempDir dir;
+  const stoke::test::LeftOutShard shard = stoke::test::shard_with_left_out_members(dir.path());
+  const std::vector<std::string> args = {"train",   "--data", shard.shard.string(), "--device", "cpu", "--epochs", "1",
+                                         "--batch", "4"};
+
+  auto json_args = args;
+  json_args.insert(json_args.end(), {"--json", "--report", (dir.path() / "run.html").string()});
+  const auto json = run_stoke(dir.path(), json_args);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto lines = lines_of(json.out);
+  ASSERT_EQ(lines.size(), 2u) << json.out;  // the epoch and the summary
+  const auto summary = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(summary["final"], true);
+  EXPECT_EQ(summary["images"], 16);  // the 16 good samples, and only they
+  EXPECT_EQ(summary["left_out"], 2);
+  EXPECT_EQ(summary["skipped"], 0);
+  EXPECT_TRUE(summary["skipped_files"].empty()) << lines[1];
+  std::map<std::string, std::string> left_out;
+  for (const auto& f : summary["left_out_files"]) left_out[f["file"].get<std::string>()] = f["reason"];
+  EXPECT_EQ(left_out.size(), 2u) << lines[1];
+  EXPECT_THAT(left_out[shard.bad_label], HasSubstr("not a decimal class label")) << lines[1];
+  EXPECT_THAT(left_out[shard.symlink], HasSubstr("not a regular file")) << lines[1];
+  for (const char* key : {"\"epoch\"", "\"skipped\"", "\"checkpoint\""})
+    EXPECT_THAT(lines[0], HasSubstr(key));  // the epoch's object as before
+
+  const std::string report = stoke::test::slurp(dir.path() / "run.html");
+  const auto skipped_at = report.find("<h2>Skipped files</h2>");
+  const auto left_out_at = report.find("<h2>Left out of the dataset</h2>");
+  ASSERT_NE(skipped_at, std::string::npos);
+  ASSERT_NE(left_out_at, std::string::npos);
+  const std::string left_out_section = report.substr(left_out_at);
+  EXPECT_THAT(left_out_section, HasSubstr("<summary>2 files</summary>"));
+  EXPECT_THAT(left_out_section, HasSubstr("<td>" + shard.bad_label + "</td>"));
+  EXPECT_THAT(left_out_section, HasSubstr("<td>" + shard.symlink + "</td>"));
+  EXPECT_THAT(report, HasSubstr("<div class=\"k\">files skipped</div><div class=\"v\">0</div>"));
+  EXPECT_THAT(report, HasSubstr("<div class=\"k\">left out of the data</div><div class=\"v\">2</div>"));
+
+  const auto text = run_stoke(dir.path(), args);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const std::string prefix = "stoke train: left out of " + shard.shard.string() + ": ";
+  EXPECT_THAT(text.err, HasSubstr(prefix + shard.bad_label + " (not a decimal class label"));
+  EXPECT_THAT(text.err, HasSubstr(prefix + shard.symlink + " (not a regular file"));
+  EXPECT_EQ(count_of(text.err, "left out of"), 2u) << text.err;
+  EXPECT_THAT(text.err, ::testing::Not(HasSubstr("skipped (unreadable or corrupt)")));
 }
 
 TEST(TrainCliHelp, ExplainsTheOptions) {

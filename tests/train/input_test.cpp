@@ -20,6 +20,7 @@
 
 #include "dataset_test_support.hpp"
 #include "stoke/train/fit.hpp"
+#include "stoke/train/json.hpp"
 
 namespace stoke::train {
 namespace {
@@ -225,6 +226,85 @@ TEST(AddInput, TheParallelStagesStartWithinTheCpuBudget) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   EXPECT_EQ(concurrency_of(0), std::pair(cores, 2 * cores));  // one per core, room to grow
   EXPECT_EQ(concurrency_of(1), std::pair(1, 2 * cores));      // the budget's one core to start
+}
+
+// A dataset of no items that left out `n` files when it opened: `prefix`0, `prefix`1, ...
+class LeavesOut final : public nodes::Dataset {
+ public:
+  LeavesOut(const std::string& prefix, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) ignored_.push_back({prefix + std::to_string(i), "why " + std::to_string(i)});
+  }
+  std::size_t size() const noexcept override { return 0; }
+  int label(std::size_t) const override { return -1; }
+  std::string name(std::size_t i) const override { return std::to_string(i); }
+  nodes::Sample read(std::size_t) const override { throw std::out_of_range("LeavesOut has no items"); }
+  const std::vector<nodes::IgnoredFile>& ignored() const noexcept override { return ignored_; }
+
+ private:
+  std::vector<nodes::IgnoredFile> ignored_;
+};
+
+std::vector<std::string> paths_of(const LeftOut& left_out) {
+  std::vector<std::string> paths;
+  for (const nodes::IgnoredFile& f : left_out.files) paths.push_back(f.path);
+  return paths;
+}
+
+TEST(LeftOut, ListsTheFirstFilesAndCountsThemAll) {
+  const LeftOut many = left_out_of(LeavesOut("a/", 250));
+  EXPECT_EQ(many.count, 250u);
+  ASSERT_EQ(many.files.size(), max_listed_left_out);
+  EXPECT_EQ(many.files.front().path, "a/0");
+  EXPECT_EQ(many.files.front().reason, "why 0");
+  EXPECT_EQ(many.files.back().path, "a/" + std::to_string(max_listed_left_out - 1));
+
+  const LeftOut few = left_out_of(LeavesOut("b/", 3), 10);
+  EXPECT_EQ(few.count, 3u);
+  EXPECT_EQ(paths_of(few), (std::vector<std::string>{"b/0", "b/1", "b/2"}));
+
+  const LeftOut none = left_out_of(LeavesOut("c/", 0));
+  EXPECT_EQ(none.count, 0u);
+  EXPECT_TRUE(none.files.empty());
+  EXPECT_EQ(left_out_of(LeavesOut("d/", 5), 0).count, 5u);  // nothing listed, still counted
+}
+
+TEST(LeftOut, TwoDatasetsMakeOneBoundedListWithTheCountsSummed) {
+  LeftOut run = left_out_of(LeavesOut("train/", 4), 5);
+  merge_left_out(run, left_out_of(LeavesOut("val/", 3), 5), 5);
+  EXPECT_EQ(run.count, 7u);
+  EXPECT_EQ(paths_of(run), (std::vector<std::string>{"train/0", "train/1", "train/2", "train/3", "val/0"}));
+  merge_left_out(run, left_out_of(LeavesOut("more/", 200)), 5);  // no room left: counted only
+  EXPECT_EQ(run.count, 207u);
+  EXPECT_EQ(run.files.size(), 5u);
+}
+
+TEST(LeftOut, EveryJsonObjectCarriesTheCountAndTheFilesApartFromTheSkips) {
+  const LeftOut left_out = left_out_of(LeavesOut("shard.tar#k", 150));
+  EXPECT_EQ(left_out_files_json(left_out_of(LeavesOut("x", 2))).dump(),
+            R"([{"file":"x0","reason":"why 0"},{"file":"x1","reason":"why 1"}])");
+
+  FitResult fit;
+  fit.left_out = left_out;
+  const nlohmann::ordered_json run = to_json(fit);
+  EXPECT_EQ(run["left_out"], 150);
+  EXPECT_EQ(run["left_out_files"].size(), max_listed_left_out);
+  EXPECT_EQ(run["left_out_files"][0]["file"], "shard.tar#k0");
+  EXPECT_EQ(run["skipped"], 0);
+  EXPECT_TRUE(run["skipped_files"].empty());
+
+  Evaluation evaluation;
+  evaluation.left_out = left_out;
+  const nlohmann::ordered_json evaluated = to_json(evaluation, ModelCard{});
+  EXPECT_EQ(evaluated["left_out"], 150);
+  EXPECT_EQ(evaluated["left_out_files"].size(), max_listed_left_out);
+  EXPECT_EQ(evaluated["skipped"], 0);
+
+  LoaderStats stats;
+  stats.left_out = left_out;
+  const nlohmann::ordered_json loaded = to_json(stats, LoaderPosition{});
+  EXPECT_EQ(loaded["left_out"], 150);
+  EXPECT_EQ(loaded["left_out_files"][1]["reason"], "why 1");
+  EXPECT_EQ(loaded["skipped"], 0);
 }
 
 }  // namespace

@@ -215,6 +215,44 @@ TEST(RunRecorder, EndPhaseRecordsTheReportsMovesAndSkipsWithinBounds) {
   EXPECT_EQ(count(data_of(live.html("t", {})), "\"kind\":"), 1u);
 }
 
+TEST(RunRecorder, ListsWhatTheDatasetsLeftOutApartFromTheSkippedFilesWithinBounds) {
+  RunRecorder empty;
+  EXPECT_THAT(empty.html("t", {}), HasSubstr("<h2>Left out of the dataset</h2>"));
+
+  RunRecorder rec(4000, 10, 3);  // three files listed
+  LeftOut train_set{.count = 4,
+                    .files = {{"train.tar#a.cls", "not a decimal class label"},
+                              {"train.tar#b.jpg", "not a regular file (a link or a device)"},
+                              {"train.tar#c<1>", "no image member"},
+                              {"train.tar#d", "hidden"}}};
+  rec.left_out("train.tar", train_set);
+  rec.left_out("val.tar", LeftOut{.count = 2, .files = {{"val.tar#e.cls", "not a decimal class label"}}});
+  rec.begin_phase(0, 1, "train");
+  graph::RunReport report;
+  report.elapsed = 1s;
+  report.skipped_items.push_back({"decode", 0, "bad.jpg: not a JPEG"});
+  report.skipped = 1;
+  rec.end_phase(1, 10, report, {{"bad.jpg", "decode: not a JPEG", {0}}});
+
+  const std::string page = rec.html("t", {});
+  const auto section = page.find("<h2>Left out of the dataset</h2>");
+  ASSERT_NE(section, std::string::npos);
+  const std::string left_out = page.substr(section, page.find("</details>", section) - section);
+  EXPECT_THAT(left_out, HasSubstr("<summary>6 files</summary>"));  // every one counted...
+  EXPECT_THAT(left_out, HasSubstr("<td>train.tar#a.cls</td><td>train.tar</td><td>not a decimal class label</td>"));
+  EXPECT_THAT(left_out, HasSubstr("train.tar#c&lt;1&gt;"));
+  EXPECT_THAT(left_out, Not(HasSubstr("train.tar#d")));  // ...the first three listed
+  EXPECT_THAT(left_out, Not(HasSubstr("val.tar#e.cls")));
+  EXPECT_THAT(left_out, HasSubstr("and 3 more, not listed"));
+  EXPECT_THAT(left_out, Not(HasSubstr("bad.jpg")));  // the skipped file is in its own table
+  const auto skips = page.find("<h2>Skipped files</h2>");
+  ASSERT_LT(skips, section);
+  const std::string skipped = page.substr(skips, section - skips);
+  EXPECT_THAT(skipped, HasSubstr("bad.jpg"));
+  EXPECT_THAT(skipped, Not(HasSubstr("train.tar#a.cls")));
+  EXPECT_THAT(page, HasSubstr("left out of the data</div><div class=\"v\">6</div>"));  // the summary's card
+}
+
 TEST(RunRecorder, WritesASelfContainedPageThatEscapesWhatItEmbeds) {
   RunRecorder rec;
   const std::string why = "train starved </script><b>\"quoted\" & more";

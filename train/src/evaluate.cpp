@@ -118,6 +118,7 @@ Evaluation evaluate(const InferenceModel& model, const nodes::DatasetPtr& datase
   result.images = totals.images;
   result.skipped = totals.skipped;
   result.skipped_files = totals.skipped_files;
+  result.left_out = left_out_of(*dataset);
   if (totals.images > 0) {
     const auto images = static_cast<double>(totals.images);
     result.top1 = static_cast<double>(result.confusion.correct()) / images;

@@ -379,6 +379,8 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
   std::map<std::string, std::string> metadata = options.metadata;
 
   FitResult result;
+  result.left_out = left_out_of(*train_set);
+  if (val_set && val_set != train_set) merge_left_out(result.left_out, left_out_of(*val_set));
   const std::int64_t first_epoch = trainer.epoch();  // the loop moves trainer.epoch() on
   // The checkpoint's position counts the items of the whole order: this rank's share starts at
   // its world's share of it (rounded down to a multiple of the world size).

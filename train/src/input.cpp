@@ -330,6 +330,21 @@ std::uint64_t merge_skipped_files(std::vector<SkippedFile>& into, const std::vec
   return unlisted;
 }
 
+LeftOut left_out_of(const nodes::Dataset& dataset, std::size_t max_files) {
+  const std::vector<nodes::IgnoredFile>& ignored = dataset.ignored();
+  LeftOut out{.count = ignored.size()};
+  out.files.assign(ignored.begin(), ignored.begin() + static_cast<std::ptrdiff_t>(std::min(ignored.size(), max_files)));
+  return out;
+}
+
+void merge_left_out(LeftOut& into, const LeftOut& more, std::size_t max_files) {
+  into.count += more.count;
+  for (const nodes::IgnoredFile& file : more.files) {
+    if (into.files.size() >= max_files) break;
+    into.files.push_back(file);
+  }
+}
+
 std::string epochs_text(const std::vector<std::int64_t>& epochs) {
   if (epochs.empty()) return {};
   std::string text = epochs.size() == 1 ? "epoch " : "epochs ";

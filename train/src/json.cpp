@@ -20,6 +20,12 @@ Json json_number(std::optional<double> value) {
   return rounded;
 }
 
+Json left_out_files_json(const LeftOut& left_out) {
+  Json files = Json::array();
+  for (const nodes::IgnoredFile& f : left_out.files) files.push_back({{"file", f.path}, {"reason", f.reason}});
+  return files;
+}
+
 Json to_json(const EpochSummary& s) {
   Json out = {{"epoch", s.epoch},
               {"train_loss", json_number(s.train_loss)},
@@ -64,6 +70,8 @@ Json to_json(const FitResult& r) {
           {"images_per_sec", json_number(r.images_per_sec())},
           {"skipped", r.skipped},
           {"skipped_files", std::move(files)},
+          {"left_out", r.left_out.count},
+          {"left_out_files", left_out_files_json(r.left_out)},
           {"stalls", std::move(stalls)},
           {"checkpoint", r.checkpoint.string()},
           {"interrupted", r.interrupted}};
@@ -79,6 +87,8 @@ Json to_json(const Evaluation& e, const ModelCard& card) {
           {"images", e.images},
           {"skipped", e.skipped},
           {"skipped_files", std::move(files)},
+          {"left_out", e.left_out.count},
+          {"left_out_files", left_out_files_json(e.left_out)},
           {"classes", card.classes},
           {"confusion", e.confusion.rows()}};
 }

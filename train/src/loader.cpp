@@ -115,6 +115,7 @@ struct Run {
 
 struct Loader::Impl {
   nodes::DatasetPtr dataset;
+  LeftOut left_out;  // what the dataset left out when it opened
   InputConfig config;
   std::uint32_t run_epochs;  // the run's epochs (0: no end)
   nodes::EpochOrder order;
@@ -136,6 +137,7 @@ struct Loader::Impl {
 
   Impl(nodes::DatasetPtr d, InputConfig c, std::uint32_t epochs)
       : dataset(std::move(d)),
+        left_out(left_out_of(*dataset)),
         config(std::move(c)),
         run_epochs(epochs),
         order(dataset->size(), {.shuffle = config.shuffle,
@@ -290,6 +292,7 @@ struct Loader::Impl {
     LoaderStats s;
     s.batches = batches.load(std::memory_order_relaxed);
     s.images = images.load(std::memory_order_relaxed);
+    s.left_out = left_out;
     std::shared_ptr<Run> r;
     {
       const std::lock_guard lock(shared);
@@ -414,6 +417,8 @@ nlohmann::ordered_json to_json(const LoaderStats& s, const LoaderPosition& posit
           {"position", position.position},
           {"skipped", s.skipped},
           {"skipped_files", std::move(skipped)},
+          {"left_out", s.left_out.count},
+          {"left_out_files", left_out_files_json(s.left_out)},
           {"max_in_flight", s.max_in_flight},
           {"stages", std::move(stages)},
           {"decisions", std::move(decisions)}};

@@ -240,6 +240,15 @@ void RunRecorder::epoch(const EpochRow& row) {
   epochs_.push_back(row);
 }
 
+void RunRecorder::left_out(const std::string& dataset, const LeftOut& files) {
+  std::lock_guard lock(mutex_);
+  left_out_total_ += std::max<std::uint64_t>(files.count, files.files.size());
+  for (const nodes::IgnoredFile& file : files.files) {
+    if (left_out_.size() >= max_skips_) break;
+    left_out_.push_back({dataset, file});
+  }
+}
+
 std::vector<RunRecorder::Sample> RunRecorder::samples() const {
   std::lock_guard lock(mutex_);
   return all_samples_locked();

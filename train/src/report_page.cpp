@@ -248,6 +248,7 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
   if (best_val) cards.emplace_back("best val top-1", percent(*best_val));
   cards.emplace_back("scheduler moves", std::to_string(moves_total_));
   cards.emplace_back("files skipped", thousands(skips_.size()) + (skips_total_ > skips_listed_ ? "+" : ""));
+  if (left_out_total_ > 0) cards.emplace_back("left out of the data", thousands(left_out_total_));
   if (all_images != train_images)
     cards.emplace_back("images evaluated",
                        thousands(static_cast<std::uint64_t>(std::max<std::int64_t>(0, all_images - train_images))));
@@ -324,6 +325,18 @@ std::string RunRecorder::skips_table_locked() const {
                                        : "");
 }
 
+std::string RunRecorder::left_out_table_locked() const {
+  if (left_out_total_ == 0) return "<p class=\"note\">None.</p>\n";
+  std::string rows;
+  for (const LeftOutFile& f : left_out_) {
+    rows += "<tr><td>" + html_escape(f.file.path) + "</td><td>" + html_escape(f.dataset) + "</td><td>" +
+            html_escape(f.file.reason) + "</td></tr>\n";
+  }
+  return folded_table(thousands(left_out_total_) + (left_out_total_ == 1 ? " file" : " files"),
+                      "<tr><th>file</th><th>left out of</th><th>why</th></tr>\n", rows, left_out_.size(),
+                      left_out_total_);
+}
+
 std::string RunRecorder::html(const std::string& title,
                               const std::vector<std::pair<std::string, std::string>>& settings) const {
   std::lock_guard lock(mutex_);
@@ -383,6 +396,11 @@ std::string RunRecorder::html(const std::string& title,
 
   h += "<h2>Skipped files</h2>\n";
   h += skips_table_locked();
+
+  h += "<h2>Left out of the dataset</h2>\n<p class=\"note\">What the datasets left out when they opened (a "
+       "file outside a class folder, a link, a sample without an image or with a label that is not a number, ...): "
+       "never read, so neither trained on nor counted among the skipped files.</p>\n";
+  h += left_out_table_locked();
 
   h += "</main>\n<div id=\"tip\"></div>\n";
   h += "<script type=\"application/json\" id=\"report-data\">" + json_locked() + "</script>\n";

@@ -36,6 +36,8 @@ struct InputPipelineResult {
   double seconds = 0;            ///< the run's elapsed time (RunReport::elapsed)
   std::uint64_t skipped_count = 0;
   std::vector<train::SkippedFile> skipped{};  ///< the skipped files named (up to max_listed_skips)
+  /// What the dataset left out when it opened (Dataset::ignored()): never read, not in files_read.
+  train::LeftOut left_out{};
   graph::RunReport report{};                  ///< per-stage stats, the scheduler's moves
   int threads = 0;                            ///< config.threads, or the cores when 0
   double baseline_images_per_sec = 0;         ///< the plain loop's rate; 0 without one
@@ -49,8 +51,9 @@ struct InputPipelineResult {
 };
 
 /// The result as one JSON object (`stoke bench pipeline --json`): "bench":"pipeline", the counts,
-/// the skipped files, the setup, each stage's items out and busy_pct, the baseline and efficiency
-/// (when measured), the scheduler's final in-flight limit and moves.
+/// the skipped files, what the dataset left out when it opened (left_out, left_out_files), the
+/// setup, each stage's items out and busy_pct, the baseline and efficiency (when measured), the
+/// scheduler's final in-flight limit and moves.
 void to_json(nlohmann::ordered_json& json, const InputPipelineResult& result);
 
 /// Runs train::make_input(dataset, config) into a sink that counts images and batches, after the

@@ -39,6 +39,8 @@ struct Evaluation {
   std::int64_t images = 0;
   std::uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files{};  ///< the first ones, with the reason
+  /// What the dataset left out when it opened (Dataset::ignored(), left_out_of): never read.
+  LeftOut left_out{};
   ConfusionMatrix confusion{};               ///< rows: true class, columns: predicted
 };
 

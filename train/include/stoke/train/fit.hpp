@@ -197,6 +197,9 @@ struct FitResult {
   /// The first FitOptions::max_listed_skips files skipped, each once with the epochs (from 1) it
   /// was skipped in.
   std::vector<SkippedFile> skipped_files{};
+  /// What the training set and then the validation set left out when they opened
+  /// (Dataset::ignored(), left_out_of): never read, so neither trained on nor counted in `skipped`.
+  LeftOut left_out{};
   /// Pipeline calls that ran past InputConfig::stall's limit (the item: its file), every pass's.
   std::vector<graph::Stall> stalls{};
   std::filesystem::path checkpoint{};  ///< the newest written, the one to resume from; empty when none

@@ -166,6 +166,26 @@ std::uint64_t merge_skipped_files(std::vector<SkippedFile>& into, const std::vec
 /// was skipped.
 std::string epochs_text(const std::vector<std::int64_t>& epochs);
 
+/// What datasets left out when they opened (nodes::Dataset::ignored(): a file outside a class
+/// folder, a tar member that is a link or whose .cls is not a number, a sample without an image, a
+/// malformed annotation...), kept apart from the files a run skips (SkippedFile: unreadable or
+/// undecodable during a pass): every item counted, the first ones listed.
+struct LeftOut {
+  std::uint64_t count = 0;                  ///< all of them
+  std::vector<nodes::IgnoredFile> files{};  ///< the first ones, in the datasets' order
+};
+
+/// How many left-out files the front ends list (`--json`'s left_out_files, the report, a Loader's
+/// stats); the count is always complete.
+inline constexpr std::size_t max_listed_left_out = 100;
+
+/// `dataset`'s ignored(): all counted, the first `max_files` listed.
+LeftOut left_out_of(const nodes::Dataset& dataset, std::size_t max_files = max_listed_left_out);
+
+/// Adds `more` to `into`: the counts summed, `more`'s files appended while `into` lists fewer than
+/// `max_files` (a run's training and validation sets in one list).
+void merge_left_out(LeftOut& into, const LeftOut& more, std::size_t max_files = max_listed_left_out);
+
 /// The dataset's name (a file) for the item at stream position `index` of a run of `input` made
 /// with `config` (its first epoch and start position). After the batch stage, a batch's index is
 /// that of its last item.

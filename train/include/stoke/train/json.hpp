@@ -17,15 +17,20 @@ namespace stoke::train {
 /// without a fraction (1, not 1.0), null when absent or not finite.
 nlohmann::ordered_json json_number(std::optional<double> value);
 
+/// The files `left_out` lists, as [{file, reason}] (the "left_out_files" beside a "left_out" count
+/// in every object below that has them, and in `stoke bench pipeline --json`).
+nlohmann::ordered_json left_out_files_json(const LeftOut& left_out);
+
 /// One epoch: epoch, train_loss, train_top1, val_top1, val_top5 (null without a validation pass),
 /// images_per_sec, compute_busy, bottleneck, skipped, checkpoint, interrupted.
 nlohmann::ordered_json to_json(const EpochSummary& summary);
 
 /// The run: final (true), epochs, val_top1, val_top5, best_val_top1 (0 without validation),
 /// images, seconds, images_per_sec, skipped (one per file and epoch), skipped_files [{file, reason,
-/// epochs}] (each file once, with the epochs from 1 it was skipped in),
-/// stalls [{stage, item, file, seconds}], checkpoint,
-/// interrupted.
+/// epochs}] (each file once, with the epochs from 1 it was skipped in), left_out (what the training
+/// and validation sets left out when they opened: never read, apart from skipped), left_out_files
+/// [{file, reason}] (the first max_listed_left_out), stalls [{stage, item, file, seconds}],
+/// checkpoint, interrupted.
 nlohmann::ordered_json to_json(const FitResult& result);
 
 /// One move of the scheduler (this and the next are defined in loader.cpp): at_s, kind, stage ("in-flight" for the
@@ -34,13 +39,15 @@ nlohmann::ordered_json to_json(const graph::Decision& decision);
 
 /// A Loader's stats and position: loader, batches, images, seconds, waited_s, bottleneck, epoch,
 /// position, skipped, skipped_files [{file, reason, epochs}] (each file once, with the epochs from 0
-/// it was skipped in), max_in_flight, stages [{name, items_out,
+/// it was skipped in), left_out, left_out_files [{file, reason}] (what the dataset left out when it
+/// opened), max_in_flight, stages [{name, items_out,
 /// skipped, busy_s, starved_s, blocked_s, concurrency}], decisions. What Loader::write_report
 /// writes and stoke.Loader.stats() returns.
 nlohmann::ordered_json to_json(const LoaderStats& stats, const LoaderPosition& position);
 
 /// An evaluation of the model `card` describes: model, top1, top5, loss, images, skipped,
-/// skipped_files (the files' names), classes, confusion (rows: true class, columns: predicted).
+/// skipped_files (the files' names), left_out, left_out_files [{file, reason}] (what the dataset
+/// left out when it opened), classes, confusion (rows: true class, columns: predicted).
 nlohmann::ordered_json to_json(const Evaluation& evaluation, const ModelCard& card);
 
 }  // namespace stoke::train

@@ -52,6 +52,9 @@ struct LoaderStats {
   std::uint64_t images = 0;
   std::uint64_t skipped = 0;                ///< items skipped (unreadable, undecodable)
   std::vector<SkippedFile> skipped_files;   ///< the first ones, with the file and why
+  /// What the dataset left out when it opened (Dataset::ignored(), left_out_of): never read,
+  /// apart from `skipped`.
+  LeftOut left_out{};
   double seconds = 0;                       ///< since the pipeline started
   double waited = 0;  ///< seconds the caller spent in next() waiting for a batch (it was starved)
   std::size_t max_in_flight = 0;

@@ -12,7 +12,8 @@
 // data is a JSON blob inside it, drawn as inline SVG by a small inline script. It shows
 // throughput and GPU (or CPU compute) busy over time with the epochs marked and the scheduler's
 // moves on the timeline, each stage's busy/starved/blocked over time and per phase, loss and
-// accuracy per epoch, the settings, a summary and the skipped files. When the script has drawn
+// accuracy per epoch, the settings, a summary, the skipped files and the files the datasets left
+// out when they opened. When the script has drawn
 // everything it sets <body data-rendered="ok"> (on a script error: "error", with the message
 // shown on the page); scripts/check-report.sh renders a page headlessly and checks that mark.
 #pragma once
@@ -50,7 +51,8 @@ struct StageSample {
 /// Records a run (phases, samples, scheduler moves, epochs, skipped items) and writes it as an
 /// HTML report. Memory is bounded: at most `max_samples` samples (when full, neighbours are merged
 /// and later samples are combined in twos, fours, ...: the resolution halves), the first
-/// `max_moves` scheduler moves and the first `max_skips` skipped files (the rest are counted).
+/// `max_moves` scheduler moves, the first `max_skips` skipped files and the first `max_skips` files
+/// the datasets left out (the rest are counted).
 /// Thread-safe: sample() runs on the compute stage's thread while decision() may come from the
 /// scheduler's.
 class RunRecorder {
@@ -119,6 +121,12 @@ class RunRecorder {
 
   void epoch(const EpochRow& row);
 
+  /// What `dataset` (its path, for the page) left out when it opened (left_out_of: never read),
+  /// listed in the page's "Left out of the dataset" table, apart from the skipped files: every
+  /// item counted, the first `max_skips` of all the datasets given listed. Call it once per
+  /// dataset (a run's training and validation sets).
+  void left_out(const std::string& dataset, const LeftOut& files);
+
   /// Writes the page atomically (a temporary file next to `path`, renamed over it). `settings`
   /// become the settings table, in order. Throws std::runtime_error naming `path` when it cannot.
   void write_html(const std::filesystem::path& path, const std::string& title,
@@ -157,6 +165,10 @@ class RunRecorder {
     std::string reason;       ///< the first time's
     std::vector<int> phases;  ///< the phases it was skipped in, in order
   };
+  struct LeftOutFile {
+    std::string dataset;
+    nodes::IgnoredFile file;
+  };
 
   void begin_phase_locked(double seconds, int epoch, std::string phase, std::string compute_stage = {});
   void sample_locked(double seconds, std::int64_t images, const std::vector<graph::StageStats>& stages,
@@ -174,6 +186,7 @@ class RunRecorder {
   std::string epochs_table_locked() const;
   std::string moves_table_locked() const;
   std::string skips_table_locked() const;
+  std::string left_out_table_locked() const;
 
   const std::size_t max_samples_;
   const std::size_t max_moves_;
@@ -193,6 +206,8 @@ class RunRecorder {
   std::vector<Skip> skips_;         ///< each file once; at most max_skips_
   std::uint64_t skips_total_ = 0;   ///< every skip, one per file and phase
   std::uint64_t skips_listed_ = 0;  ///< the skips that skips_ lists
+  std::vector<LeftOutFile> left_out_;  ///< at most max_skips_
+  std::uint64_t left_out_total_ = 0;   ///< every item the datasets left out, listed or not
   std::vector<EpochRow> epochs_;
 };
 
