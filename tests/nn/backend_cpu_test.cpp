@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <stoke/gpu/dtype.hpp>
 #include <stoke/nn/backend.hpp>
+#include <stoke/nn/blas.hpp>
 #include <string>
 #include <vector>
 
@@ -461,6 +462,21 @@ TEST_F(BackendFixture, EmptyReusesTheMemoryOfDroppedTensorsAndTheyMayOutliveIt) 
   survivor = Tensor();
   const auto negative = [&] { (void)cpu->empty({-1, 4}, DType::f32, TensorLayout::nchw); };
   gpu::test::expect_throw_mentioning<std::invalid_argument>(negative, "negative dimension");
+}
+
+// OpenBLAS's own choice stands unless the CPU has better units than its kernels use: a CPU it
+// does not know gets SSE3 ("Prescott") kernels, AMD's Zen 4 AVX2 ones.
+TEST(BlasKernels, BetterKernelsWhereTheCpuHasBetterUnits) {
+  EXPECT_EQ(better_blas_kernels("Prescott", VectorUnits::avx512), "SkylakeX");
+  EXPECT_EQ(better_blas_kernels("Haswell", VectorUnits::avx512), "SkylakeX");
+  EXPECT_EQ(better_blas_kernels("Zen", VectorUnits::avx512), "SkylakeX");
+  EXPECT_EQ(better_blas_kernels("Prescott", VectorUnits::avx2), "Haswell");
+  EXPECT_EQ(better_blas_kernels("Sandybridge", VectorUnits::avx2), "Haswell");
+  EXPECT_EQ(better_blas_kernels("SkylakeX", VectorUnits::avx512), "");
+  EXPECT_EQ(better_blas_kernels("SapphireRapids", VectorUnits::avx512), "");
+  EXPECT_EQ(better_blas_kernels("Zen", VectorUnits::avx2), "");
+  EXPECT_EQ(better_blas_kernels("SkylakeX", VectorUnits::avx2), "");
+  EXPECT_EQ(better_blas_kernels("Prescott", VectorUnits::older), "");
 }
 
 }  // namespace
