@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
+#include <stoke/base/enum_names.hpp>
 #include <string>
 
 namespace stoke::nn {
@@ -70,24 +71,20 @@ float LrSchedule::at(std::int64_t step) const {
   return o.base_lr;
 }
 
+namespace {
+
+// In the order the error message lists them.
+constexpr base::EnumNames<LrScheduleKind, 3> schedule_names{
+    {{{LrScheduleKind::cosine, "cosine"}, {LrScheduleKind::step, "step"}, {LrScheduleKind::constant, "constant"}}}};
+
+}  // namespace
+
 LrScheduleKind parse_lr_schedule(std::string_view name) {
-  for (const LrScheduleKind kind : {LrScheduleKind::constant, LrScheduleKind::step, LrScheduleKind::cosine}) {
-    if (name == to_string(kind)) return kind;
-  }
+  if (const auto kind = schedule_names.find(name)) return *kind;
   throw std::invalid_argument("unknown learning-rate schedule '" + std::string(name) +
-                              "' (known: cosine, step, constant)");
+                              "' (known: " + schedule_names.choices(", ") + ")");
 }
 
-std::string_view to_string(LrScheduleKind kind) noexcept {
-  switch (kind) {
-    case LrScheduleKind::constant:
-      return "constant";
-    case LrScheduleKind::step:
-      return "step";
-    case LrScheduleKind::cosine:
-      return "cosine";
-  }
-  return "unknown";
-}
+std::string_view to_string(LrScheduleKind kind) noexcept { return schedule_names.name(kind); }
 
 }  // namespace stoke::nn

@@ -5,28 +5,26 @@
 #include <stdexcept>
 #include <vector>
 
+#include "stoke/base/enum_names.hpp"
 #include "stoke/nodes/recycling_allocator.hpp"
 
 namespace stoke::nodes {
 
+namespace {
+
+constexpr base::EnumNames<Interpolation, 3> interpolation_names{
+    {{{Interpolation::bilinear, "bilinear"}, {Interpolation::area, "area"}, {Interpolation::nearest, "nearest"}}}};
+
+}  // namespace
+
 std::string_view to_string(Interpolation interpolation) noexcept {
-  switch (interpolation) {
-    case Interpolation::bilinear:
-      return "bilinear";
-    case Interpolation::area:
-      return "area";
-    case Interpolation::nearest:
-      return "nearest";
-  }
-  return "bilinear";
+  return interpolation_names.name(interpolation, "bilinear");
 }
 
 Interpolation parse_interpolation(std::string_view text, std::string_view what) {
-  if (text == "bilinear") return Interpolation::bilinear;
-  if (text == "area") return Interpolation::area;
-  if (text == "nearest") return Interpolation::nearest;
-  throw std::invalid_argument(std::string(what) + ": interpolation must be bilinear, area or nearest, got '" +
-                              std::string(text) + "'");
+  if (const auto interpolation = interpolation_names.find(text)) return *interpolation;
+  throw std::invalid_argument(std::string(what) + ": interpolation must be " + interpolation_names.choices() +
+                              ", got '" + std::string(text) + "'");
 }
 
 cv::Mat resize_pixels(const cv::Mat& src, cv::Size out, Interpolation interpolation) {

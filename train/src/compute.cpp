@@ -1,6 +1,7 @@
 #include "stoke/train/compute.hpp"
 
 #include <stdexcept>
+#include <stoke/base/enum_names.hpp>
 
 namespace stoke::train {
 
@@ -12,43 +13,28 @@ ComputeContext make_compute(const std::string& spec, std::ostream* log) {
   return c;
 }
 
+namespace {
+
+constexpr base::EnumNames<gpu::DType, 3> precision_names{
+    {{{gpu::DType::f32, "fp32"}, {gpu::DType::bf16, "bf16"}, {gpu::DType::f16, "fp16"}}}};
+constexpr base::EnumNames<ChannelsLast, 3> channels_last_names{
+    {{{ChannelsLast::automatic, "auto"}, {ChannelsLast::on, "on"}, {ChannelsLast::off, "off"}}}};
+
+}  // namespace
+
 gpu::DType compute_dtype(const std::string& precision) {
-  if (precision == "fp32") return gpu::DType::f32;
-  if (precision == "bf16") return gpu::DType::bf16;
-  if (precision == "fp16") return gpu::DType::f16;
-  throw std::invalid_argument("--precision must be fp32, bf16 or fp16 (got '" + precision + "')");
+  if (const auto dtype = precision_names.find(precision)) return *dtype;
+  throw std::invalid_argument("--precision must be " + precision_names.choices() + " (got '" + precision + "')");
 }
 
-std::string precision_name(gpu::DType dtype) {
-  switch (dtype) {
-    case gpu::DType::f32:
-      return "fp32";
-    case gpu::DType::bf16:
-      return "bf16";
-    case gpu::DType::f16:
-      return "fp16";
-    default:
-      return std::string(gpu::to_string(dtype));
-  }
-}
+std::string precision_name(gpu::DType dtype) { return std::string(precision_names.name(dtype, gpu::to_string(dtype))); }
 
-std::string_view to_string(ChannelsLast choice) noexcept {
-  switch (choice) {
-    case ChannelsLast::automatic:
-      return "auto";
-    case ChannelsLast::on:
-      return "on";
-    case ChannelsLast::off:
-      return "off";
-  }
-  return "unknown";
-}
+std::string_view to_string(ChannelsLast choice) noexcept { return channels_last_names.name(choice); }
 
 ChannelsLast parse_channels_last(std::string_view name) {
-  for (const ChannelsLast choice : {ChannelsLast::automatic, ChannelsLast::on, ChannelsLast::off}) {
-    if (name == to_string(choice)) return choice;
-  }
-  throw std::invalid_argument("--channels-last must be auto, on or off (got '" + std::string(name) + "')");
+  if (const auto choice = channels_last_names.find(name)) return *choice;
+  throw std::invalid_argument("--channels-last must be " + channels_last_names.choices() + " (got '" +
+                              std::string(name) + "')");
 }
 
 std::string layout_name(gpu::TensorLayout layout) {
