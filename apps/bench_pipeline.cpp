@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stoke/bench/input_pipeline.hpp>
 #include <stoke/nodes/cache.hpp>
+#include <stoke/nodes/dataset_registry.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
 #include <stoke/train/input.hpp>
@@ -86,28 +87,28 @@ int bench_pipeline(int argc, char** argv) {
   std::uint32_t epochs = 0;
   std::size_t cache_bytes = 0, baseline_images = 0;
   bool json = false, no_fuse = false, no_shuffle = false;
-  CommandOptions cli("bench pipeline",
-                     "Measures the CPU input pipeline on a dataset: read -> decode -> augment -> batch, the\n"
-                     "default augmentation being ImageNet training's (random resized crop, flip, normalize).\n"
-                     "Prints images/s, each stage's busy time and the files it skipped. With --baseline it\n"
-                     "first times the same work in a plain one-thread C++ loop and prints how close the\n"
-                     "pipeline comes to threads x that rate.\n\n"
-                     "With --autotune on (the default) stoke's scheduler moves the read and decode stages'\n"
-                     "concurrency and the in-flight limit while it runs, printing each move on stderr and\n"
-                     "listing them in the report; --autotune off keeps the settings given.\n\n"
-                     "Beyond 8-bit RGB: --color keep batches what the files hold (1 or 4+ channels, uint16,\n"
-                     "int16), and masks and targets travel in batches beside the pixels.\n\n"
-                     "  stoke bench pipeline --data shapes/train --seconds 10\n"
-                     "  stoke bench pipeline --data scans --color keep --transform \"random_resized_crop size=256\" --size 256\n"
-                     "  stoke bench pipeline --data photos --epochs 1 --baseline 200 --json",
-                     "--data PATH [options]");
+  CommandOptions cli(
+      "bench pipeline",
+      "Measures the CPU input pipeline on a dataset: read -> decode -> augment -> batch, the\n"
+      "default augmentation being ImageNet training's (random resized crop, flip, normalize).\n"
+      "Prints images/s, each stage's busy time and the files it skipped. With --baseline it\n"
+      "first times the same work in a plain one-thread C++ loop and prints how close the\n"
+      "pipeline comes to threads x that rate.\n\n"
+      "With --autotune on (the default) stoke's scheduler moves the read and decode stages'\n"
+      "concurrency and the in-flight limit while it runs, printing each move on stderr and\n"
+      "listing them in the report; --autotune off keeps the settings given.\n\n"
+      "Beyond 8-bit RGB: --color keep batches what the files hold (1 or 4+ channels, uint16,\n"
+      "int16), and masks and targets travel in batches beside the pixels.\n\n"
+      "  stoke bench pipeline --data shapes/train --seconds 10\n"
+      "  stoke bench pipeline --data scans --color keep --transform \"random_resized_crop size=256\" --size 256\n"
+      "  stoke bench pipeline --data photos --epochs 1 --baseline 200 --json",
+      "--data PATH [options]");
   cli.add()("data", po::value(&data)->required(),
             "an image folder (class subfolders; JPEG, PNG, DICOM, ...), a segmentation folder (images/ and masks/), "
             "a .stoke pack, a list file (path,label or with a header of columns: path, label, mask, targets), a "
             "CIFAR folder, or WebDataset tar shards (a .tar, a folder of them, or a pattern such as "
-            "'shards/train-{000000..000146}.tar')")(
-      "format", po::value(&data_format)->default_value(data_format),
-      "how to read --data: auto (guess from the path), folder, segmentation, filelist, cifar, packed or tar")(
+            "'shards/train-{000000..000146}.tar'), or a folder of COCO images (--format \"coco annotations=FILE\")")(
+      "format", po::value(&data_format)->default_value(data_format), format_help().c_str())(
       "color", po::value(&color)->default_value(color),
       "rgb: decode to 8-bit RGB (what photo models take); keep: what the files hold (grayscale as 1 channel, "
       "16-bit PNG as uint16, DICOM as modality values such as Hounsfield units), batched as they are")(
@@ -129,6 +130,7 @@ int bench_pipeline(int argc, char** argv) {
       "random_horizontal_flip, normalize); `stoke bench pipeline --list-transforms` lists them")(
       "plugin", po::value<std::vector<std::string>>()->composing(), "a shared library of extra transforms, repeatable")(
       "list-transforms", "print the transforms and their parameters, then exit")(
+      "list-formats", "print the data formats and their parameters, then exit")(
       "no-fuse", po::bool_switch(&no_fuse), "decode whole images, then crop (default: crop while decoding)")(
       "in-flight", po::value(&config.in_flight)->default_value(0), "items in flight (0: two batches' worth)")(
       "prefetch", po::value(&config.prefetch)->default_value(config.prefetch), "batches queued for the consumer")(
@@ -139,15 +141,15 @@ int bench_pipeline(int argc, char** argv) {
       "first time N images in a plain one-thread loop (default N: 200)")("json", po::bool_switch(&json),
                                                                          "print one JSON line instead of the table");
   po::variables_map values;
-  // --list-transforms needs no --data: handle it before `required` is enforced.
+  // --list-transforms and --list-formats need no --data: handled before `required` is enforced.
   for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--list-transforms") {
-      std::vector<std::string> early_plugins;
+    const std::string_view arg = argv[i];
+    if (arg == "--list-transforms" || arg == "--list-formats") {
       for (int k = 1; k + 1 < argc; ++k) {
-        if (std::string_view(argv[k]) == "--plugin") early_plugins.emplace_back(argv[k + 1]);
+        if (std::string_view(argv[k]) == "--plugin") nodes::load_plugin(argv[k + 1], nodes::Registry::builtin());
       }
-      for (const auto& p : early_plugins) nodes::load_plugin(p, nodes::Registry::builtin());
-      std::cout << nodes::Registry::builtin().help();
+      std::cout << (arg == "--list-formats" ? nodes::DatasetRegistry::builtin().help()
+                                            : nodes::Registry::builtin().help());
       return 0;
     }
   }
@@ -156,12 +158,13 @@ int bench_pipeline(int argc, char** argv) {
   // boost's notify() for vector targets (a false positive that -Werror turns fatal).
   if (values.count("transform")) config.transforms = values["transform"].as<std::vector<std::string>>();
   if (values.count("plugin")) plugins = values["plugin"].as<std::vector<std::string>>();
+  // Plugins first: they add transforms and data formats that --transform and --format may name.
+  for (const auto& p : plugins) nodes::load_plugin(p, nodes::Registry::builtin());
   if (values.count("seconds") && values.count("epochs")) return cli.usage_error("give --seconds or --epochs, not both");
   if (values.count("seconds") && !(seconds > 0)) return cli.usage_error("--seconds must be positive");
   for (const std::string& mistake :
        {choice_error("on-error", on_error, {"skip", "fail"}), choice_error("autotune", autotune, {"on", "off"}),
-        choice_error("format", data_format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"}),
-        choice_error("color", color, {"rgb", "keep"})}) {
+        format_error(data_format), choice_error("color", color, {"rgb", "keep"})}) {
     if (!mistake.empty()) return cli.usage_error(mistake);
   }
   if (config.batch_size == 0 || config.size <= 0 || config.threads < 0 || config.prefetch == 0)
@@ -174,7 +177,6 @@ int bench_pipeline(int argc, char** argv) {
   config.autotune = autotune == "on";
   config.decode = default_decode_options(color == "keep" ? nodes::DecodeColor::keep : nodes::DecodeColor::rgb);
 
-  for (const auto& p : plugins) nodes::load_plugin(p, nodes::Registry::builtin());
   nodes::DatasetPtr dataset = open_dataset(data, data_format);
   if (dataset->size() == 0) throw std::runtime_error(data + ": the dataset is empty");
   if (cache_bytes > 0) dataset = std::make_shared<nodes::CachedDataset>(dataset, cache_bytes);

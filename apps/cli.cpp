@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <stoke/nodes/dataset_registry.hpp>
 #include <utility>
 
 namespace stoke::app {
@@ -50,6 +52,22 @@ std::string choice_error(std::string_view option, std::string_view value,
     ++i;
   }
   return "--" + std::string(option) + " must be " + list + " (got '" + std::string(value) + "')";
+}
+
+std::string format_help() {
+  return "how to read --data: auto (guess from the path) or a data format, with its parameters as one word: " +
+         nodes::DatasetRegistry::builtin().choices() +
+         " (e.g. \"coco annotations=instances_val2017.json\"); `stoke bench pipeline --list-formats` lists their "
+         "parameters, and a --plugin may add formats";
+}
+
+std::string format_error(std::string_view format) {
+  try {
+    nodes::DatasetRegistry::builtin().check(format);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return "--format: " + std::string(e.what());
+  }
 }
 
 void print_usage(std::ostream& out, std::string_view path, std::string_view summary,

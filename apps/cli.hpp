@@ -46,6 +46,14 @@ void print_json(const nlohmann::ordered_json& object);
 std::string choice_error(std::string_view option, std::string_view value,
                          std::initializer_list<std::string_view> choices);
 
+/// The help of `--format`: the data formats of nodes::DatasetRegistry::builtin(), as spec strings.
+std::string format_help();
+
+/// "" when DatasetRegistry::builtin() takes `format` ("auto", "tar", "coco annotations=a.json"), else
+/// the usage error naming what is wrong: "--format: unknown data format 'zip'; known: ...". Load the
+/// --plugin libraries first: they may add formats.
+std::string format_error(std::string_view format);
+
 /// The help of `--channels-last`, which every command that runs a model takes.
 inline constexpr const char* channels_last_help =
     "the layout the model computes in: on (NHWC images and filters), off (NCHW) or auto (on for bf16 / fp16 on "

@@ -100,7 +100,7 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
   cli.add()("data", po::value(&c.data),
             "training images: an ImageFolder, a file list, CIFAR batches, a .stoke shard or WebDataset tar shards")(
       "val", po::value(&c.val), "validation images (default: DATA's sibling 'val' when DATA is a 'train' folder)")(
-      "format", value(&c.format), "auto, folder, segmentation, filelist, cifar, packed or tar")(
+      "format", value(&c.format), format_help().c_str())(
       "color", value(&c.color),
       "rgb: decode to 8-bit RGB; keep: what the files hold (grayscale scans as 1 channel, 16-bit PNG and DICOM "
       "values as they are); the model's input channels follow the data")(
@@ -174,9 +174,9 @@ std::string check(TrainConfig& c) {
     return e.what();
   }
   for (std::string mistake :
-       {choice_error("format", c.format, {"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"}),
-        choice_error("on-error", c.on_error, {"skip", "fail"}), choice_error("on-stall", c.on_stall, {"warn", "fail"}),
-        choice_error("autotune", c.autotune, {"on", "off"}), choice_error("color", c.color, {"rgb", "keep"}),
+       {format_error(c.format), choice_error("on-error", c.on_error, {"skip", "fail"}),
+        choice_error("on-stall", c.on_stall, {"warn", "fail"}), choice_error("autotune", c.autotune, {"on", "off"}),
+        choice_error("color", c.color, {"rgb", "keep"}),
         choice_error("shard-remainder", c.shard_remainder, {"drop", "pad"})}) {
     if (!mistake.empty()) return mistake;
   }
@@ -253,7 +253,6 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
   // Rank 0 speaks for the run; the others print only what goes wrong.
   if (comm.rank() != 0) c.json = false;
   const bool quiet = c.json || comm.rank() != 0;
-  for (const std::string& plugin : c.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
 
   // The built-in dataset is written once (and cached), by rank 0 before the others open it.
   fs::path builtin;
@@ -423,6 +422,8 @@ int train(int argc, char** argv) {
   add_options(cli, c);
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  // Plugins first: they add transforms and data formats that --transform and --format may name.
+  for (const std::string& plugin : c.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
   if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
   const std::unique_ptr<dist::Communicator> comm =
       dist::connect({.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000))});

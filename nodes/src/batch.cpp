@@ -78,7 +78,7 @@ std::string BatchShape::describe() const {
   if (variable_size) text += " (variable size, up to " + std::to_string(height) + "x" + std::to_string(width) + ")";
   if (max_boxes > 0) {
     text += " + boxes " + std::to_string(max_boxes);
-    if (box_extras > 0) text += " (" + std::to_string(box_extras) + " extras)";
+    if (box_extras > 0) text += " (" + std::to_string(box_extras) + (box_extras == 1 ? " extra)" : " extras)");
   }
   return text;
 }
@@ -103,7 +103,8 @@ BatchBlock block_layout(const BatchShape& shape, std::size_t alignment) {
   };
   part(block.boxes, shape.batch_size * shape.box_values(4) * sizeof(float));
   part(block.box_classes, shape.batch_size * shape.box_values(1) * sizeof(std::int32_t));
-  part(block.box_extras, shape.batch_size * shape.box_values(static_cast<std::size_t>(shape.box_extras)) * sizeof(float));
+  part(block.box_extras,
+       shape.batch_size * shape.box_values(static_cast<std::size_t>(shape.box_extras)) * sizeof(float));
   part(block.box_counts, shape.max_boxes > 0 ? shape.batch_size * sizeof(std::int32_t) : 0);
   part(block.item_sizes, shape.variable_size ? 2 * shape.batch_size * sizeof(std::int32_t) : 0);
   block.bytes = at;
@@ -146,7 +147,8 @@ void Batch::set_extent(cv::Size extent) {
     throw std::logic_error("Batch::set_extent: the batch is not variable_size (" + shape_->describe() + ")");
   if (extent.width <= 0 || extent.height <= 0 || extent.width > shape_->width || extent.height > shape_->height)
     throw std::out_of_range("Batch::set_extent: " + std::to_string(extent.width) + "x" + std::to_string(extent.height) +
-                            " is outside 1x1 .. " + std::to_string(shape_->width) + "x" + std::to_string(shape_->height));
+                            " is outside 1x1 .. " + std::to_string(shape_->width) + "x" +
+                            std::to_string(shape_->height));
   slot_->extent = extent;
 }
 
@@ -159,7 +161,8 @@ void Batch::require_type(ElementType held, std::optional<ElementType> wanted, co
 
 void Batch::require_mask_type(std::optional<ElementType> wanted) const {
   if (!valid()) return;
-  if (!shape_->mask) throw std::logic_error("Batch: asked for masks but the batch has none (" + shape_->describe() + ")");
+  if (!shape_->mask)
+    throw std::logic_error("Batch: asked for masks but the batch has none (" + shape_->describe() + ")");
   require_type(*shape_->mask, wanted, "mask");
 }
 

@@ -69,7 +69,8 @@ BatchShape shape_of(const Image& image, std::size_t batch_size) {
                    .layout = image.layout == PixelLayout::hwc ? BatchLayout::nhwc : BatchLayout::nchw,
                    .pixel_type = element_type_of_depth(image.depth()).value_or(ElementType::u8)};
   if (!image.mask.empty()) shape.mask = element_type_of_depth(image.mask.depth());
-  if (!image.boxes.empty()) {
+  // A sample of a detection set without a box (extras declared, no box yet) still gets room for them.
+  if (!image.boxes.empty() || image.boxes.extras > 0) {
     shape.max_boxes = std::max(default_max_boxes, image.boxes.size());
     shape.box_extras = image.boxes.extras;
   }
@@ -102,8 +103,9 @@ void check_fits(const Image& image, const BatchShape& shape) {
          ": decode with the batch's colour mode, or build the pool for the image's channels");
   }
   if (shape.variable_size && (image.width() > shape.width || image.height() > shape.height)) {
-    fail("is " + std::to_string(image.width()) + "x" + std::to_string(image.height()) + " but the batch holds at most " +
-         std::to_string(shape.width) + "x" + std::to_string(shape.height) + ": resize it (resize size=N max_size=M) or "
+    fail("is " + std::to_string(image.width()) + "x" + std::to_string(image.height()) +
+         " but the batch holds at most " + std::to_string(shape.width) + "x" + std::to_string(shape.height) +
+         ": resize it (resize size=N max_size=M) or "
          "raise the shape's height and width");
   }
   if (!shape.variable_size && (image.width() != shape.width || image.height() != shape.height)) {
@@ -161,7 +163,8 @@ void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) 
     for (int p = 0; p < planes; ++p)
       copy_into_frame(image.pixels.rowRange(p * size.height, (p + 1) * size.height),
                       item.data() + static_cast<std::size_t>(p) * static_cast<std::size_t>(frame.area()) * per_pixel,
-                      static_cast<std::size_t>(frame.width) * per_pixel, static_cast<std::size_t>(size.width) * per_pixel);
+                      static_cast<std::size_t>(frame.width) * per_pixel,
+                      static_cast<std::size_t>(size.width) * per_pixel);
   }
   if (shape.mask) {
     const std::size_t mask_pixel = element_size(*shape.mask);

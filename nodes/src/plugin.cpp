@@ -4,6 +4,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 #include <typeinfo>
@@ -71,16 +74,72 @@ void check_descriptor(const std::filesystem::path& path, const PluginDescriptor&
         stdlib_identity(STOKE_PLUGIN_STDLIB, STOKE_PLUGIN_STDLIB_VERSION, STOKE_PLUGIN_STDLIB_ABI) +
         "; C++ objects cannot cross between the two" + rebuild);
   }
-  if (!d.name || !d.version || !d.register_nodes) {
+  if (!d.name || !d.version || (!d.register_nodes && !d.register_formats)) {
     throw std::runtime_error(who +
-                             ": its descriptor lacks a name, a version or register_nodes; define it with "
+                             ": its descriptor lacks a name, a version or a register function; define it with "
                              "STOKE_PLUGIN(name, version, register_function)");
   }
 }
 
+// Runs one of the plugin's register functions (when it has it) into a staging registry.
+template <class Staging>
+void register_into(const std::string& who, const char* what, void (*register_function)(Staging&), Staging& staging) {
+  if (!register_function) return;
+  try {
+    register_function(staging);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(who + ": registering its " + what + " failed: " + e.what());
+  } catch (...) {
+    throw std::runtime_error(who + ": registering its " + what + " failed with a non-standard exception");
+  }
+}
+
+template <class Target>
+void refuse_taken(const std::string& who, const char* what, const std::vector<std::string>& names,
+                  const Target& target) {
+  for (const auto& name : names) {
+    if (target.find(name)) {
+      throw std::runtime_error(who + " registers " + what + " '" + name +
+                               "', which is already registered (is the plugin loaded twice, or does its name clash "
+                               "with a built-in or another plugin's?); nothing of the plugin was registered");
+    }
+  }
+}
+
+// The libraries loaded into both built-in registries, by dlopen handle: loading one again (a second
+// stoke.Loader with the same plugins) finds it here. Those registries live as long as the process,
+// so the record cannot outlive what it describes, as it could for registries a caller owns.
+class BuiltinLoads {
+ public:
+  static BuiltinLoads& instance() {
+    static BuiltinLoads loads;
+    return loads;
+  }
+  static bool applies(const Registry& registry, const DatasetRegistry& formats) {
+    return &registry == &Registry::builtin() && &formats == &DatasetRegistry::builtin();
+  }
+  std::optional<Plugin> find(void* handle) const {
+    const std::lock_guard lock(mutex_);
+    const auto it = loaded_.find(handle);
+    return it == loaded_.end() ? std::nullopt : std::optional<Plugin>(it->second);
+  }
+  void add(const Plugin& plugin) {
+    const std::lock_guard lock(mutex_);
+    loaded_.emplace(plugin.handle, plugin);
+  }
+  /// Held through a load into the built-in registries, so two threads loading one library do not
+  /// both register it.
+  std::mutex& serial() noexcept { return serial_; }
+
+ private:
+  mutable std::mutex mutex_;
+  std::mutex serial_;
+  std::map<void*, Plugin> loaded_;
+};
+
 }  // namespace
 
-Plugin load_plugin(const std::filesystem::path& path, Registry& registry) {
+Plugin load_plugin(const std::filesystem::path& path, Registry& registry, DatasetRegistry& formats) {
   std::error_code ec;
   const std::filesystem::path file = std::filesystem::absolute(path, ec);
   if (ec || !std::filesystem::exists(file, ec)) {
@@ -104,6 +163,16 @@ Plugin load_plugin(const std::filesystem::path& path, Registry& registry) {
              ") or the program loading it does not export its symbols (CMake ENABLE_EXPORTS ON, -rdynamic)";
     }
     throw std::runtime_error(describe(path) + ": cannot load it: " + error + hint);
+  }
+
+  const bool builtin = BuiltinLoads::applies(registry, formats);
+  std::unique_lock<std::mutex> serial;
+  if (builtin) {
+    serial = std::unique_lock(BuiltinLoads::instance().serial());
+    if (std::optional<Plugin> loaded = BuiltinLoads::instance().find(handle)) {
+      dlclose(handle);  // the reference this call took; the library stays loaded
+      return *loaded;
+    }
   }
 
   // Up to register_nodes no code or object of the library is in use, so a refused plugin is closed.
@@ -130,23 +199,18 @@ Plugin load_plugin(const std::filesystem::path& path, Registry& registry) {
   // From here on the library is never closed (see plugin.hpp): its factories or transforms, or an
   // exception object it threw, may be alive.
   Registry staging;
-  try {
-    descriptor->register_nodes(staging);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(who + ": registering its transforms failed: " + e.what());
-  } catch (...) {
-    throw std::runtime_error(who + ": registering its transforms failed with a non-standard exception");
-  }
+  DatasetRegistry staging_formats;
+  register_into(who, "transforms", descriptor->register_nodes, staging);
+  register_into(who, "data formats", descriptor->register_formats, staging_formats);
 
-  Plugin plugin{file, descriptor->name, descriptor->version, descriptor->stoke_version, staging.names(), handle};
-  for (const auto& name : plugin.transforms) {
-    if (registry.find(name)) {
-      throw std::runtime_error(who + " registers transform '" + name +
-                               "', which is already registered (is the plugin loaded twice, or does its name clash "
-                               "with a built-in or another plugin's?); nothing of the plugin was registered");
-    }
-  }
+  Plugin plugin{
+      file,  descriptor->name, descriptor->version, descriptor->stoke_version, staging.names(), staging_formats.names(),
+      handle};
+  refuse_taken(who, "transform", plugin.transforms, registry);
+  refuse_taken(who, "data format", plugin.formats, formats);
   for (const auto& name : plugin.transforms) registry.add(*staging.find(name));
+  for (const auto& name : plugin.formats) formats.add(*staging_formats.find(name));
+  if (builtin) BuiltinLoads::instance().add(plugin);
   return plugin;
 }
 

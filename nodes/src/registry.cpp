@@ -10,41 +10,18 @@
 #include <system_error>
 
 #include "dataset_support.hpp"
+#include "spec_entries.hpp"
 
 namespace stoke::nodes {
 
 namespace {
 
+using detail::in_quotes;
+using detail::join;
+using detail::lower;
+using detail::split;
 using detail::trim;
 using detail::whitespace;
-
-std::vector<std::string_view> split(std::string_view s, char separator) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto end = s.find(separator, start);
-    parts.push_back(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
-}
-
-std::string join(const std::vector<std::string>& items, std::string_view separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
-
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // The whole of `text` as a finite double; from_chars takes no leading '+', so it is skipped here.
 std::optional<double> parse_double(std::string_view text) {
@@ -65,74 +42,6 @@ std::optional<int> parse_int(std::string_view text) {
   return value;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// A candidate is suggested when it is a few edits away, or when it contains every '_'-separated
-// word of the query ("random_crop" -> "random_resized_crop").
-bool close_match(std::string_view query, std::string_view candidate) {
-  const std::string q = lower(query);
-  const std::string c = lower(candidate);
-  if (edit_distance(q, c) <= std::max<std::size_t>(2, q.size() / 4)) return true;
-  const auto candidate_words = split(c, '_');
-  for (const auto word : split(q, '_')) {
-    if (word.empty() || std::find(candidate_words.begin(), candidate_words.end(), word) == candidate_words.end()) {
-      return false;
-    }
-  }
-  return true;
-}
-
-constexpr std::string_view kTypes[] = {"int", "double", "bool", "range", "size", "list", "string"};
-
-std::string describe_param(const ParamDoc& p) {
-  std::string out = p.name + " (" + p.type;
-  if (p.required) {
-    out += ", required";
-  } else if (!p.default_value.empty()) {
-    out += ", default " + p.default_value;
-  }
-  return out + ")";
-}
-
-std::string describe_params(const TransformEntry& entry) {
-  if (entry.params.empty()) return entry.name + " takes no parameters";
-  std::vector<std::string> parts;
-  for (const auto& p : entry.params) parts.push_back(describe_param(p));
-  return entry.name + " takes: " + join(parts, ", ");
-}
-
-// Reads `value` with the getter of `type`, so that a default is checked by the same code that
-// will parse the user's value.
-void check_parses(const std::string& transform, const ParamDoc& p) {
-  const Params params(transform, {{p.name, p.default_value}});
-  if (p.type == "int") {
-    params.get_int(p.name, 0);
-  } else if (p.type == "double") {
-    params.get_double(p.name, 0);
-  } else if (p.type == "bool") {
-    params.get_bool(p.name, false);
-  } else if (p.type == "range") {
-    params.get_range(p.name, {0, 0});
-  } else if (p.type == "size") {
-    params.get_size(p.name, {});
-  } else if (p.type == "list") {
-    params.get_list(p.name, {});
-  }
-}
-
 }  // namespace
 
 // ---- Params ----------------------------------------------------------------------------------
@@ -150,17 +59,18 @@ Params::Params(std::string transform, std::vector<std::pair<std::string, std::st
   }
 }
 
-Params Params::parse(std::string_view spec, std::string& name) {
+Params Params::parse(std::string_view spec, std::string& name, std::string_view kind) {
+  const std::string what(kind);
   std::vector<std::string_view> tokens;
   for (std::size_t pos = spec.find_first_not_of(whitespace); pos != std::string_view::npos;) {
     const auto end = spec.find_first_of(whitespace, pos);
     tokens.push_back(spec.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
     pos = end == std::string_view::npos ? end : spec.find_first_not_of(whitespace, end);
   }
-  if (tokens.empty()) throw std::invalid_argument("empty transform spec; expected \"name key=value ...\"");
+  if (tokens.empty()) throw std::invalid_argument("empty " + what + " spec; expected \"name key=value ...\"");
   if (tokens.front().find('=') != std::string_view::npos) {
-    throw std::invalid_argument("transform spec " + quoted(spec) +
-                                " does not start with a transform name; expected \"name key=value ...\"");
+    throw std::invalid_argument(what + " spec " + in_quotes(spec) + " does not start with a " + what +
+                                " name; expected \"name key=value ...\"");
   }
   name = std::string(tokens.front());
   std::vector<std::pair<std::string, std::string>> values;
@@ -168,13 +78,13 @@ Params Params::parse(std::string_view spec, std::string& name) {
     const auto token = tokens[i];
     const auto eq = token.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      throw std::invalid_argument("transform spec " + quoted(spec) + ": " + quoted(token) +
+      throw std::invalid_argument(what + " spec " + in_quotes(spec) + ": " + in_quotes(token) +
                                   (eq == 0 ? " has an empty key" : " is not key=value") +
                                   "; expected \"name key=value ...\" with no spaces around '='");
     }
     std::string key(token.substr(0, eq));
     for (const auto& [seen, unused] : values) {
-      if (seen == key) throw std::invalid_argument("transform spec " + quoted(spec) + " gives '" + key + "' twice");
+      if (seen == key) throw std::invalid_argument(what + " spec " + in_quotes(spec) + " gives '" + key + "' twice");
     }
     values.emplace_back(std::move(key), std::string(token.substr(eq + 1)));
   }
@@ -282,35 +192,7 @@ std::vector<std::string> Params::unread() const {
 // ---- Registry --------------------------------------------------------------------------------
 
 void Registry::add(TransformEntry entry) {
-  if (entry.name.empty() || entry.name.find_first_of(" \t\r\n=;") != std::string::npos) {
-    throw std::invalid_argument("Registry::add: transform name '" + entry.name +
-                                "' must be non-empty and contain no spaces, '=' or ';'");
-  }
-  if (!entry.make) throw std::invalid_argument("Registry::add: transform '" + entry.name + "' has no factory");
-  for (std::size_t i = 0; i < entry.params.size(); ++i) {
-    const ParamDoc& p = entry.params[i];
-    if (p.name.empty() || p.name.find_first_of(" \t\r\n=;") != std::string::npos) {
-      throw std::invalid_argument("Registry::add: transform '" + entry.name + "' declares a parameter named '" +
-                                  p.name + "'; names must be non-empty and contain no spaces, '=' or ';'");
-    }
-    for (std::size_t j = 0; j < i; ++j) {
-      if (entry.params[j].name == p.name) {
-        throw std::invalid_argument("Registry::add: transform '" + entry.name + "' declares parameter '" + p.name +
-                                    "' twice");
-      }
-    }
-    if (std::find(std::begin(kTypes), std::end(kTypes), p.type) == std::end(kTypes)) {
-      throw std::invalid_argument("Registry::add: transform '" + entry.name + "', parameter '" + p.name +
-                                  "' has type '" + p.type + "'; use int, double, bool, range, size, list or string");
-    }
-    if (!p.default_value.empty()) {
-      try {
-        check_parses(entry.name, p);
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("Registry::add: the default of " + std::string(e.what()));
-      }
-    }
-  }
+  detail::check_entry("Registry::add: transform", entry.name, static_cast<bool>(entry.make), entry.params);
 
   const std::unique_lock lock(mutex_);
   if (entries_.contains(entry.name)) {
@@ -328,40 +210,12 @@ TransformPtr Registry::make(std::string_view spec) const {
   const Params parsed = Params::parse(spec, name);
 
   const TransformEntry* entry = find(name);
-  if (!entry) {
-    const auto known = names();
-    std::vector<std::string> close;
-    for (const auto& k : known) {
-      if (close_match(name, k)) close.push_back("'" + k + "'");
-    }
-    std::string message = "unknown transform '" + name + "'; known: " + (known.empty() ? "(none)" : join(known, ", "));
-    if (!close.empty()) message += "; did you mean " + join(close, " or ") + "?";
-    throw std::invalid_argument(message);
-  }
-
-  std::vector<std::string> declared;
-  for (const auto& p : entry->params) declared.push_back(p.name);
-  for (const auto& [key, value] : parsed.values()) {
-    if (std::find(declared.begin(), declared.end(), key) == declared.end()) {
-      throw std::invalid_argument(name + ": unknown parameter '" + key + "'; " + describe_params(*entry));
-    }
-  }
-  for (const auto& p : entry->params) {
-    if (p.required && !parsed.has(p.name)) {
-      throw std::invalid_argument(name + ": missing required parameter '" + p.name + "' in " + quoted(trim(spec)) +
-                                  "; " + describe_params(*entry));
-    }
-  }
-
+  if (!entry) throw std::invalid_argument(detail::unknown_name("transform", name, names()));
+  const Params params = detail::bind(spec, name, parsed, entry->params);
   // The entry is never removed or changed once added, so its factory runs without the lock.
-  const Params params(name, parsed.values(), std::move(declared));
   TransformPtr made = entry->make(params);
   if (!made) throw std::logic_error(name + ": the registry entry's factory returned no transform");
-  if (const auto unread = params.unread(); !unread.empty()) {
-    throw std::logic_error(name + ": parameter '" + unread.front() +
-                           "' was given but the factory never read it (the entry declares it, so this is a bug in "
-                           "the entry: it must read every parameter it declares)");
-  }
+  detail::check_all_read(name, params);
   return made;
 }
 
@@ -404,21 +258,7 @@ std::vector<std::string> Registry::names() const {
 std::string Registry::help() const {
   const std::shared_lock lock(mutex_);
   std::ostringstream out;
-  for (const auto& [name, entry] : entries_) {
-    out << name << "  " << entry.doc << '\n';
-    std::size_t width = 0;
-    for (const auto& p : entry.params) width = std::max(width, p.name.size() + p.type.size() + 3);
-    for (const auto& p : entry.params) {
-      const std::string head = p.name + "=<" + p.type + ">";
-      out << "    " << head << std::string(width - head.size() + 2, ' ');
-      if (p.required) {
-        out << "required. ";
-      } else if (!p.default_value.empty()) {
-        out << "default " << p.default_value << ". ";
-      }
-      out << p.doc << '\n';
-    }
-  }
+  for (const auto& [name, entry] : entries_) out << detail::help_of(name, entry.doc, entry.params);
   return out.str();
 }
 

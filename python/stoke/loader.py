@@ -170,7 +170,12 @@ class Loader:
     Args:
         data: what ``stoke train --data`` takes: an ImageFolder (one folder per class), a file
             list (.csv/.txt), a CIFAR folder, a pack (.stoke), tar shards (a file, a folder, a
-            pattern), a segmentation folder. ``format`` forces one reading.
+            pattern), a segmentation folder, or with ``format`` a folder of COCO images.
+        format: "auto" (recognise ``data``) or a data format with its parameters, as ``stoke
+            train --format`` takes it: "folder", "tar", "cifar split=test", "coco
+            annotations=instances_val2017.json" (a COCO set's batches carry "boxes",
+            "box_classes", "box_counts" and "box_extras" (iscrowd)); ``stoke bench pipeline
+            --list-formats`` lists them. A plugin may add formats.
         transforms: registry specs, as ``stoke bench pipeline --transform`` takes them, applied in
             order; they must end at ``size`` x ``size``. Default: ``random_resized_crop size=<size>``,
             ``random_horizontal_flip``, ``normalize``. With a final ``normalize`` the images are
@@ -206,8 +211,8 @@ class Loader:
             may raise it (root, CAP_SYS_NICE); elsewhere they keep the lower one.
         on_error: "skip" (an unreadable or undecodable file is left out, counted and named in
             stats()["skipped_files"]) or "fail" (the iteration raises, naming the stage and the file).
-        plugins: shared libraries of stoke transform plugins to load first (their transforms can
-            then be named in ``transforms``).
+        plugins: shared libraries of stoke plugins to load first (their transforms can then be
+            named in ``transforms``, their data formats in ``format``).
         prefetch: batches prepared ahead (the pool holds prefetch + 2 batches).
         epochs: the epochs the run reads (0 .. epochs - 1), when known. The loader then stops at the
             last one's end; without it (None) it goes on preparing the next epoch's first batches
@@ -232,7 +237,9 @@ class Loader:
                  device="cpu", rank=0, world=1, remainder="pad", threads=None, autotune=True, cpu_budget=None,
                  on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True, label_dtype=None,
                  nice=NICE, epochs=None):
-        if not os.path.exists(str(data)) and "{" not in str(data) and "*" not in str(data):
+        # A named format may take paths that are not files (a plugin's); "auto" wants one, or a pattern.
+        if (format in (None, "", "auto") and not os.path.exists(str(data)) and "{" not in str(data)
+                and "*" not in str(data)):
             raise FileNotFoundError(f"stoke.Loader: {data} does not exist (a folder of images, a file list, a pack "
                                     "or tar shards)")
         if isinstance(transforms, str):

@@ -229,6 +229,37 @@ def test_a_plugins_transform_runs_in_the_loader(shapes):
     assert int(windowed.images.max()) == 255  # pixels above center + width / 2 stretched to the top
 
 
+def test_a_coco_set_opens_with_its_annotations_and_yields_boxes(shapes, tmp_path):
+    """format="coco annotations=FILE": the boxes travel beside the pixels, scaled with the image."""
+    images = sorted(next(p for p in shapes.iterdir() if p.is_dir()).iterdir())[:4]
+    entries = [{"id": i + 1, "file_name": image.name, "width": 16, "height": 16} for i, image in enumerate(images)]
+    boxes = [{"id": 1, "image_id": 2, "category_id": 7, "bbox": [0, 0, 16, 8], "iscrowd": 1}]
+    annotations = tmp_path / "instances.json"
+    annotations.write_text(json.dumps({"images": entries, "annotations": boxes,
+                                       "categories": [{"id": 7, "name": "square"}]}))
+    loader = make(images[0].parent, transforms=["resize size=8"], size=8, shuffle=False,
+                  format=f"coco annotations={annotations}")
+    batch = next(iter(loader))
+    assert batch["box_counts"].tolist() == [0, 1, 0, 0]
+    assert batch["boxes"][1, 0].tolist() == [0.0, 0.0, 8.0, 4.0]  # 16 px -> 8 px
+    assert batch["box_classes"][1, 0].item() == 0 and batch["box_extras"][1, 0, 0].item() == 1.0  # iscrowd
+    with pytest.raises(ValueError, match="missing required parameter 'annotations'"):
+        make(images[0].parent, format="coco")
+    with pytest.raises(ValueError, match="unknown data format 'zip'; known: cifar, coco"):
+        make(shapes, format="zip")
+
+
+@pytest.mark.skipif(not os.environ.get("STOKE_TEST_FORMAT_PLUGIN"), reason="needs the test format plugin")
+def test_a_plugins_data_format_opens_by_name_and_by_guess(tmp_path):
+    plugin = os.environ["STOKE_TEST_FORMAT_PLUGIN"]
+    data = tmp_path / "set.stripes"
+    data.write_text("".join(f"{i % 3}\n" for i in range(8)))
+    for format in ("auto", "stripes side=16"):
+        batch = next(iter(make(data, transforms=["resize size=16"], shuffle=False, plugins=[plugin], format=format)))
+        assert batch.labels.tolist() == [0, 1, 2, 0], format
+        assert batch.images[:, :, :, 0].float().mean(dim=(1, 2)).tolist() == [0.0, 40.0, 80.0, 0.0], format
+
+
 def thread_nice_values():
     """The nice value of each of this process's threads (/proc/self/task/*/stat, field 19)."""
     values = []

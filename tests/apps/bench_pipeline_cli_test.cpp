@@ -180,8 +180,8 @@ TEST(BenchPipelineCommand, NewSourcesAndColourModesShowInTheBatchShape) {
   test::write_text(scratch / "pairs" / "list.csv",
                    "path,label,mask,age\nimages/0.jpg,0,masks/0.jpg,31\nimages/1.jpg,1,masks/1.jpg,42.5\n");
   const auto shape_line = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"bench", "pipeline", "--size", "16", "--batch", "2", "--transform",
-                               "random_resized_crop size=16"});
+    args.insert(args.begin(),
+                {"bench", "pipeline", "--size", "16", "--batch", "2", "--transform", "random_resized_crop size=16"});
     const Result r = run_stoke(scratch.path(), args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     const std::size_t at = r.out.find("batches of ");
@@ -195,9 +195,23 @@ TEST(BenchPipelineCommand, NewSourcesAndColourModesShowInTheBatchShape) {
   EXPECT_EQ(shape_line({"--data", (scratch / "grey").string(), "--color", "keep"}), "batches of 2 x 16x16x1 nhwc u8");
   EXPECT_EQ(shape_line({"--data", (scratch / "grey").string()}), "batches of 2 x 16x16x3 nhwc u8");
 
+  // COCO: boxes travel in the batch beside the pixels (room for 128 per item, iscrowd as their extra).
+  test::write_text(scratch / "instances.json", R"({
+    "images": [{"id": 1, "file_name": "0.jpg", "width": 40, "height": 32},
+               {"id": 2, "file_name": "1.jpg", "width": 40, "height": 32}],
+    "categories": [{"id": 3, "name": "cat"}],
+    "annotations": [{"id": 1, "image_id": 2, "category_id": 3, "bbox": [4, 4, 20, 20]}]})");
+  EXPECT_EQ(shape_line({"--data", (scratch / "pairs" / "images").string(), "--format",
+                        "coco annotations=" + (scratch / "instances.json").string()}),
+            "batches of 2 x 16x16x3 nhwc u8 + boxes 128 (1 extra)");
+
   const Result format = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--format", "zip"});
   EXPECT_EQ(format.exit_code, 2);
+  EXPECT_THAT(format.err, HasSubstr("--format: unknown data format 'zip'; known: cifar, coco,"));
   EXPECT_THAT(format.err, HasSubstr("segmentation"));
+  const Result listed = run_stoke(scratch.path(), {"bench", "pipeline", "--list-formats"});
+  EXPECT_EQ(listed.exit_code, 0);
+  EXPECT_THAT(listed.out, HasSubstr("annotations=<string>"));
   const Result color = run_stoke(scratch.path(), {"bench", "pipeline", "--data", "x", "--color", "grey"});
   EXPECT_EQ(color.exit_code, 2);
   EXPECT_THAT(color.err, HasSubstr("keep"));

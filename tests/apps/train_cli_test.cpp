@@ -275,6 +275,60 @@ TEST_F(TrainCli, RunsAPluginsTransform) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
 }
 
+// A plugin's data format: --format names it (with its parameters), and "auto" recognises its files;
+// the label it leaves out is counted. A format unknown without the plugin is a usage error.
+TEST(TrainCliFormats, APluginsFormatTrainsByNameAndByGuess) {
+  const TempDir dir;
+  std::string labels;
+  for (int i = 0; i < 17; ++i) labels += (i == 16 ? "9" : std::to_string(i % 4)) + "\n";  // 9: out of 0..5
+  test::write_text(dir / "set.stripes", labels);
+  const std::vector<std::string> base = {"train",
+                                         "--plugin",
+                                         STOKE_TEST_FORMAT_PLUGIN,
+                                         "--data",
+                                         (dir / "set.stripes").string(),
+                                         "--device",
+                                         "cpu",
+                                         "--epochs",
+                                         "1",
+                                         "--batch",
+                                         "4",
+                                         "--size",
+                                         "8",
+                                         "--json"};
+  for (const std::string format : {"auto", "stripes side=12"}) {
+    auto args = base;
+    args.insert(args.end(), {"--format", format});
+    const auto run = run_stoke(dir.path(), args);
+    ASSERT_EQ(run.exit_code, 0) << format << ": " << run.err;
+    const auto summary = nlohmann::json::parse(lines_of(run.out).back());
+    EXPECT_EQ(summary["images"], 16) << format;
+    EXPECT_EQ(summary["left_out"], 1) << format;
+  }
+  const auto unknown = run_stoke(
+      dir.path(), {"train", "--data", (dir / "set.stripes").string(), "--format", "stripes", "--device", "cpu"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--format: unknown data format 'stripes'; known: cifar, coco,"));
+  const auto bad =
+      run_stoke(dir.path(), {"train", "--data", dir.path().string(), "--format", "coco", "--device", "cpu"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("missing required parameter 'annotations'"));
+}
+
+// A COCO set opens, but stoke train trains classifiers: it says so and where such data goes.
+TEST(TrainCliFormats, ACocoSetIsRefusedNamingWhatReadsIt) {
+  const TempDir dir;
+  test::write_bytes(dir / "images" / "a.jpg", test::small_jpeg(1, 40, 30));
+  test::write_text(dir / "instances.json", R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 40, "height": 30}],
+    "categories": [{"id": 1, "name": "cat"}], "annotations": []})");
+  const auto run = run_stoke(
+      dir.path(), {"train", "--data", (dir / "images").string(), "--format",
+                   "coco annotations=" + (dir / "instances.json").string(), "--device", "cpu", "--batch", "1"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("images: its items carry no class labels (a COCO set's carry boxes"));
+  EXPECT_THAT(run.err, HasSubstr("stoke bench pipeline"));
+}
+
 TEST_F(TrainCli, ReportsCallsPastTheStallLimitAndGoesOn) {
   auto args = base(1);
   args.insert(args.end(), {"--stall-limit", "0.001"});  // every train step runs longer than 1 ms

@@ -195,7 +195,8 @@ TEST(Collate, ItemsWaitOutsideThePool) {
 }
 
 TEST(Collate, FloatPlanesAreCopiedAsNchw) {
-  const BatchShape shape{.batch_size = 2, .height = H, .width = W, .layout = BatchLayout::nchw, .pixel_type = ElementType::f32};
+  const BatchShape shape{
+      .batch_size = 2, .height = H, .width = W, .layout = BatchLayout::nchw, .pixel_type = ElementType::f32};
   BatchPool pool(shape, 1);
   Collate collate(pool);
   const auto batches = run_collate(collate, {make_f32(3), make_f32(4)});
@@ -226,8 +227,8 @@ Image make_general(std::uint64_t index, int channels, int depth, int mask_depth 
   for (int r = 0; r < H; ++r)
     for (int c = 0; c < W; ++c)
       for (int ch = 0; ch < channels; ++ch) pixels.ptr<T>(r)[c * channels + ch] = value(index, r, c, ch);
-  Image image{.pixels = pixels, .layout = PixelLayout::hwc, .label = label_of(index), .index = index,
-              .name = name_of(index)};
+  Image image{
+      .pixels = pixels, .layout = PixelLayout::hwc, .label = label_of(index), .index = index, .name = name_of(index)};
   if (mask_depth >= 0) {
     cv::Mat mask(H, W, CV_MAKETYPE(mask_depth, 1));
     for (int r = 0; r < H; ++r)
@@ -285,7 +286,8 @@ TEST(Collate, SixteenBitSignedAndFloatPixelsOfAnyChannelCountAreCopiedBitExactly
 TEST(Collate, MasksAndTargetsGoIntoTheirOwnFieldsBesideThePixels) {
   for (const int mask_depth : {CV_8U, CV_16U, CV_32S}) {
     std::vector<Image> images;
-    for (std::uint64_t i = 0; i < 4; ++i) images.push_back(make_general<std::int16_t>(i + 10, 1, CV_16S, mask_depth, true));
+    for (std::uint64_t i = 0; i < 4; ++i)
+      images.push_back(make_general<std::int16_t>(i + 10, 1, CV_16S, mask_depth, true));
     const BatchShape shape = shape_of(images[0], 3);
     ASSERT_TRUE(shape.mask);
     ASSERT_EQ(shape.targets.size(), 2u);
@@ -315,8 +317,13 @@ TEST(Collate, MasksAndTargetsGoIntoTheirOwnFieldsBesideThePixels) {
 }
 
 TEST(Collate, ThePoolsAccessorsRefuseAnotherTypeOrAMissingField) {
-  BatchPool pool(BatchShape{.batch_size = 2, .height = H, .width = W, .channels = 1, .pixel_type = ElementType::u16,
-                            .mask = ElementType::u8, .targets = {{"age"}}},
+  BatchPool pool(BatchShape{.batch_size = 2,
+                            .height = H,
+                            .width = W,
+                            .channels = 1,
+                            .pixel_type = ElementType::u16,
+                            .mask = ElementType::u8,
+                            .targets = {{"age"}}},
                  1);
   Batch batch = pool.acquire();
   batch.set_size(2);
@@ -430,8 +437,8 @@ TEST(Collate, BoxesArePaddedToTheRoomWithCountsAndTooManyAreRefused) {
     image.boxes.extras = 1;
     for (int b = 0; b < count; ++b) {
       const float crowd = static_cast<float>(b % 2);
-      image.boxes.add({static_cast<float>(b), 1.0f, static_cast<float>(b) + 2.5f, 3.0f}, static_cast<std::int32_t>(10 * index + b),
-                      {&crowd, 1});
+      image.boxes.add({static_cast<float>(b), 1.0f, static_cast<float>(b) + 2.5f, 3.0f},
+                      static_cast<std::int32_t>(10 * index + b), {&crowd, 1});
     }
     return image;
   };
@@ -440,7 +447,7 @@ TEST(Collate, BoxesArePaddedToTheRoomWithCountsAndTooManyAreRefused) {
     s.max_boxes = 4;
     return s;
   }();
-  EXPECT_EQ(shape.describe(), "3 x 4x6x3 nhwc u8 + boxes 4 (1 extras)");
+  EXPECT_EQ(shape.describe(), "3 x 4x6x3 nhwc u8 + boxes 4 (1 extra)");
   EXPECT_EQ(shape_of(with_boxes(0, 2), 3).max_boxes, default_max_boxes);
   BatchPool pool(shape, 1);
   Collate collate(pool);
@@ -511,14 +518,16 @@ TEST(Collate, VariableSizeItemsArePaddedToTheBatchsLargestWithTheirSizes) {
   // Larger than the room: refused, naming the item and both sizes.
   Collector collector;
   graph::Emitter<Batch> out(collector);
-  EXPECT_THAT([&] {
-    try {
-      collate(make_u8(9, 0, 9, 4), out);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("(accepted)");
-  }(), ::testing::HasSubstr("img9.jpg is 9x4 but the batch holds at most 8x8"));
+  EXPECT_THAT(
+      [&] {
+        try {
+          collate(make_u8(9, 0, 9, 4), out);
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+        return std::string("(accepted)");
+      }(),
+      ::testing::HasSubstr("img9.jpg is 9x4 but the batch holds at most 8x8"));
   // set_extent only on variable-size batches, within the room.
   BatchPool fixed(BatchShape{.batch_size = 1, .height = H, .width = W}, 1);
   Batch plain = fixed.acquire();
@@ -536,8 +545,12 @@ TEST(Collate, VariableSizeFloatPlanesEachKeepTheirFrame) {
       for (int c = 0; c < w; ++c) m.at<float>(r, c) = base + static_cast<float>(r * 10 + c);
     return Image{.pixels = m, .layout = PixelLayout::chw_f32, .name = "p"};
   };
-  BatchPool pool(BatchShape{.batch_size = 2, .height = 4, .width = 4, .layout = BatchLayout::nchw,
-                            .pixel_type = ElementType::f32, .variable_size = true},
+  BatchPool pool(BatchShape{.batch_size = 2,
+                            .height = 4,
+                            .width = 4,
+                            .layout = BatchLayout::nchw,
+                            .pixel_type = ElementType::f32,
+                            .variable_size = true},
                  1);
   Collate collate(pool);
   const auto batches = run_collate(collate, {planes(3, 2, 100), planes(2, 1, 200)});

@@ -24,9 +24,10 @@ namespace sn = stoke::nodes;
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-std::string load_error(const fs::path& path, sn::Registry& registry) {
+std::string load_error(const fs::path& path, sn::Registry& registry,
+                       sn::DatasetRegistry& formats = sn::DatasetRegistry::builtin()) {
   try {
-    sn::load_plugin(path, registry);
+    sn::load_plugin(path, registry, formats);
   } catch (const std::runtime_error& e) {
     return e.what();
   }
@@ -104,7 +105,9 @@ TEST(Plugin, ExampleWindowTakesSignedValuesInTheirOwnUnits) {
   ASSERT_EQ(image.pixels.type(), CV_8UC1);
   // (hu + 1350) / 1500 * 255, clamped: 59.5 -> 60 (half away), 0, 127.5 -> 128, 229.5 -> 230, 255, 255.
   const std::vector<int> expected{60, 0, 128, 230, 255, 255};
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(image.pixels.at<std::uint8_t>(0, i), expected[static_cast<std::size_t>(i)], 1) << hu.at<std::int16_t>(0, i);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(image.pixels.at<std::uint8_t>(0, i), expected[static_cast<std::size_t>(i)], 1)
+        << hu.at<std::int16_t>(0, i);
   image.pixels = hu.clone();
   (*registry.make("window center=40 width=400 output=float"))(image, rng);  // soft tissue
   ASSERT_EQ(image.pixels.type(), CV_32FC1);
@@ -179,6 +182,16 @@ TEST(Plugin, TheSameLibraryCanFeedSeveralRegistriesButNotOneTwice) {
   EXPECT_THAT(message, HasSubstr("registers transform 'window', which is already registered"));
 }
 
+// What a second stoke.Loader with the same plugins does: the built-in registries take a library
+// once, and loading it again returns its first load's description.
+TEST(Plugin, LoadingALibraryAgainIntoTheBuiltinRegistriesIsANoOp) {
+  const sn::Plugin first = sn::load_plugin(STOKE_TEST_FORMAT_PLUGIN, sn::Registry::builtin());
+  const sn::Plugin again = sn::load_plugin(STOKE_TEST_FORMAT_PLUGIN, sn::Registry::builtin());
+  EXPECT_EQ(again.formats, first.formats);
+  EXPECT_EQ(again.handle, first.handle);
+  EXPECT_NE(sn::DatasetRegistry::builtin().find("stripes"), nullptr);
+}
+
 TEST(Plugin, RelativePathIsTakenFromTheCurrentDirectory) {
   const fs::path plugin(STOKE_EXAMPLE_PLUGIN);
   const fs::path before = fs::current_path();
@@ -237,6 +250,48 @@ TEST(Plugin, FailingRegistrationLeavesTheRegistryUnchanged) {
   EXPECT_THAT(message, HasSubstr(STOKE_BAD_PLUGIN_THROWS));
   EXPECT_THAT(message, HasSubstr("registering its transforms failed: deliberate failure after one add"));
   EXPECT_EQ(registry.find("test_partial"), nullptr);
+}
+
+TEST(Plugin, FailingFormatRegistrationLeavesBothRegistriesUnchanged) {
+  sn::Registry registry;
+  sn::DatasetRegistry formats;
+  try {
+    sn::load_plugin(STOKE_BAD_PLUGIN_FORMATS_THROW, registry, formats);
+    ADD_FAILURE() << "the plugin whose register_formats throws was loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("registering its data formats failed: deliberate failure after one data format"));
+  }
+  EXPECT_EQ(registry.find("test_partial"), nullptr);  // its register_nodes had succeeded
+  EXPECT_TRUE(formats.names().empty());
+}
+
+// The test format plugin adds "stripes" (tests/nodes/plugins/format_plugin.cpp): a list of labels.
+TEST(Plugin, AFormatPluginsSourceOpensByNameAndByGuess) {
+  sn::Registry registry;
+  sn::DatasetRegistry formats;
+  const bool in_builtin = sn::DatasetRegistry::builtin().find("stripes") != nullptr;  // another test's load
+  const sn::Plugin plugin = sn::load_plugin(STOKE_TEST_FORMAT_PLUGIN, registry, formats);
+  EXPECT_EQ(plugin.name, "stoke_test_format_plugin");
+  EXPECT_TRUE(plugin.transforms.empty());
+  EXPECT_EQ(plugin.formats, std::vector<std::string>{"stripes"});
+  EXPECT_TRUE(registry.names().empty());
+  EXPECT_THAT(formats.help(), HasSubstr("stripes  test plugin:"));
+
+  const fs::path file = fs::temp_directory_path() / ("stoke_plugin_test_" + std::to_string(::getpid()) + ".stripes");
+  std::ofstream(file) << "0\n1\n9\n1\n";
+  const sn::DatasetPtr guessed = formats.open(file);
+  ASSERT_EQ(guessed->size(), 3u);
+  EXPECT_EQ(guessed->classes(), (std::vector<std::string>{"stripe0", "stripe1"}));
+  ASSERT_EQ(guessed->ignored().size(), 1u);                            // the 9
+  EXPECT_EQ(sn::DatasetRegistry::builtin().find("stripes") != nullptr, in_builtin);  // it went where it was told
+  const sn::Sample sample = guessed->read(1);
+  EXPECT_EQ(sample.label, 1);
+  EXPECT_EQ(sample.width, 8);
+  EXPECT_EQ(static_cast<int>(sample.bytes.data()[0]), 40);
+  EXPECT_EQ(formats.open(file, "stripes side=16")->read(0).width, 16);
+  EXPECT_THAT(load_error(STOKE_TEST_FORMAT_PLUGIN, registry, formats),
+              HasSubstr("registers data format 'stripes', which is already registered"));
+  fs::remove(file);
 }
 
 class PluginFiles : public ::testing::Test {

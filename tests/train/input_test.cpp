@@ -80,7 +80,8 @@ TEST(OpenDataset, ErrorsNameThePathAndTheFix) {
   EXPECT_THAT(error_message([&] { open_dataset(dir / "x.stoke.idx", "folder"); }),
               HasSubstr("--format folder needs a folder"));
   EXPECT_THROW(open_dataset(folder, "tiff"), std::invalid_argument);
-  EXPECT_THAT(error_message([&] { open_dataset(folder, "tiff"); }), HasSubstr("auto, folder, segmentation, filelist, cifar"));
+  EXPECT_THAT(error_message([&] { open_dataset(folder, "tiff"); }),
+              HasSubstr("unknown data format 'tiff'; known: cifar, coco, filelist"));
 }
 
 // dir/name/{images,masks}/N.jpg: `count` pairs of 24x16 images and grey masks.
@@ -143,7 +144,8 @@ TEST(BatchShape, ComesFromTheDataWhenItIsNotPlainRgb) {
 
   // Grey scans kept as they are: one channel.
   for (int i = 0; i < 2; ++i)
-    write_bytes(dir / "scans" / "a" / (std::to_string(i) + ".jpg"), nodes::encode_jpeg(cv::Mat(16, 24, CV_8UC1, cv::Scalar(9))));
+    write_bytes(dir / "scans" / "a" / (std::to_string(i) + ".jpg"),
+                nodes::encode_jpeg(cv::Mat(16, 24, CV_8UC1, cv::Scalar(9))));
   InputConfig keep = config;
   keep.decode = default_decode_options(nodes::DecodeColor::keep);
   EXPECT_EQ(shape_for(dir / "scans", keep).describe(), "4 x 8x8x1 nhwc u8");

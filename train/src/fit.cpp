@@ -281,6 +281,12 @@ TrainingData open_training_data(const fs::path& train, const fs::path& val, cons
                              " images, fewer than one batch of " + std::to_string(batch_size) +
                              " (lower the batch size)");
   }
+  if (data.train->label(0) < 0) {
+    throw std::runtime_error(train.string() +
+                             ": its items carry no class labels (a COCO set's carry boxes, a segmentation folder's "
+                             "masks), and training here is of image classifiers on labels; read it with `stoke bench "
+                             "pipeline` or stoke.Loader, or build a loop on the library (see examples/segmentation)");
+  }
   const std::size_t classes = data.train->classes().size();
   if (classes < 2) {
     throw std::runtime_error(train.string() + " has " + std::to_string(classes) +

@@ -1,19 +1,12 @@
 #include "stoke/train/input.hpp"
 
 #include <algorithm>
-#include <array>
-#include <fstream>
 #include <stdexcept>
-#include <stoke/nodes/cifar.hpp>
 #include <stoke/nodes/collate.hpp>
+#include <stoke/nodes/dataset_registry.hpp>
 #include <stoke/nodes/decode_augment.hpp>
-#include <stoke/nodes/file_list.hpp>
-#include <stoke/nodes/image_folder.hpp>
 #include <stoke/nodes/normalize.hpp>
-#include <stoke/nodes/packed.hpp>
 #include <stoke/nodes/registry.hpp>
-#include <stoke/nodes/segmentation_folder.hpp>
-#include <stoke/nodes/tar_shards.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
 #include <stoke/nodes/opencv_codec.hpp>
 #define STOKE_TRAIN_HAS_IMGCODECS 1
@@ -28,111 +21,8 @@ namespace stoke::train {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-bool starts_with_magic(const fs::path& path, std::string_view magic) {
-  std::ifstream in(path, std::ios::binary);
-  std::array<char, 8> head{};
-  in.read(head.data(), head.size());
-  return in.gcount() == static_cast<std::streamsize>(magic.size()) && std::string_view(head.data(), 8) == magic;
-}
-
-// ustar/pax/GNU tar: "ustar" at byte 257 of the first header.
-bool has_tar_magic(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::array<char, 262> head{};
-  in.read(head.data(), head.size());
-  return in.gcount() == static_cast<std::streamsize>(head.size()) && std::string_view(head.data() + 257, 5) == "ustar";
-}
-
-// WebDataset shards: .tar files (compressed ones too, which TarShards refuses by name) and no
-// subfolder but hidden ones.
-bool looks_like_tar_shards(const fs::path& dir) {
-  bool shards = false;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.front() == '.') continue;
-    if (entry.is_directory()) return false;
-    shards = shards || nodes::is_tar_shard_name(entry.path());
-  }
-  return shards;
-}
-
-// A brace or wildcard pattern of shards ("shards/train-{000000..000146}.tar"), as WebDataset
-// takes them: only when no file has that name.
-bool is_shard_pattern(const fs::path& path) { return path.native().find_first_of("{*?[") != std::string::npos; }
-
-bool looks_like_cifar(const fs::path& dir) {
-  for (const char* name :
-       {"data_batch_1.bin", "test_batch.bin", "train.bin", "test.bin", "cifar-10-batches-bin", "cifar-100-binary"}) {
-    if (fs::exists(dir / name)) return true;
-  }
-  return false;
-}
-
-// images/ and masks/ side by side, and nothing else but hidden entries and files.
-bool looks_like_segmentation(const fs::path& dir) {
-  if (!fs::is_directory(dir / "images") || !fs::is_directory(dir / "masks")) return false;
-  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name != "images" && name != "masks" && name.front() != '.') return false;
-  }
-  return true;
-}
-
-// Scanners name DICOM files without an extension (or by UID): such files are probed for DICOM.
-nodes::DatasetPtr image_folder(const fs::path& path) {
-  nodes::ImageFolderOptions options;
-  options.probe_extensionless_dicom = true;
-  return std::make_shared<nodes::ImageFolder>(path, options);
-}
-
-}  // namespace
-
 nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) {
-  static const std::vector<std::string> formats{"auto", "folder", "segmentation", "filelist", "cifar", "packed", "tar"};
-  if (!format.empty() && std::find(formats.begin(), formats.end(), format) == formats.end()) {
-    throw std::invalid_argument("--format must be auto, folder, segmentation, filelist, cifar, packed or tar (got '" +
-                                format + "')");
-  }
-  std::error_code error;
-  const auto status = fs::status(path, error);
-  if (!fs::exists(status) && (format.empty() || format == "auto" || format == "tar") && is_shard_pattern(path)) {
-    return std::make_shared<nodes::TarShards>(nodes::expand_shard_pattern(path.string()));
-  }
-  if (!fs::exists(status)) {
-    throw std::runtime_error(path.string() +
-                             ": no such file or folder (give an image folder, a segmentation folder, a .stoke pack, a "
-                             "list file, a CIFAR folder or tar shards; `stoke gen-shapes --out DIR` makes a small "
-                             "dataset)");
-  }
-  if (format == "tar") return std::make_shared<nodes::TarShards>(path);
-  if (format == "folder" || format == "cifar" || format == "segmentation") {
-    if (!fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a folder");
-    if (format == "cifar") return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
-    if (format == "segmentation") return std::make_shared<nodes::SegmentationFolder>(path);
-    return image_folder(path);
-  }
-  if (format == "packed" || format == "filelist") {
-    if (fs::is_directory(status)) throw std::runtime_error(path.string() + ": --format " + format + " needs a file");
-    if (format == "packed") return std::make_shared<nodes::PackedDataset>(path);
-    return std::make_shared<nodes::FileList>(path, path.parent_path());
-  }
-  if (fs::is_directory(status)) {
-    if (looks_like_cifar(path)) return nodes::CifarDataset::open(path, nodes::CifarSplit::train);
-    if (looks_like_segmentation(path)) return std::make_shared<nodes::SegmentationFolder>(path);
-    if (looks_like_tar_shards(path)) return std::make_shared<nodes::TarShards>(path);
-    return image_folder(path);
-  }
-  if (nodes::is_tar_shard_name(path) || has_tar_magic(path)) return std::make_shared<nodes::TarShards>(path);
-  if (path.extension() == ".idx") {
-    throw std::runtime_error(path.string() + ": this is a pack's index; give the data file " +
-                             path.parent_path().string() + "/" + path.stem().string());
-  }
-  if (path.extension() == ".stoke" || starts_with_magic(path, "STOKEDAT")) {
-    return std::make_shared<nodes::PackedDataset>(path);
-  }
-  return std::make_shared<nodes::FileList>(path, path.parent_path());
+  return nodes::DatasetRegistry::builtin().open(path, format);
 }
 
 nodes::DecodeOptions default_decode_options(nodes::DecodeColor color) {
@@ -164,15 +54,18 @@ nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& 
                         .channels = 3,
                         .layout = normalized ? nodes::BatchLayout::nchw : nodes::BatchLayout::nhwc,
                         .pixel_type = normalized ? nodes::ElementType::f32 : nodes::ElementType::u8};
-  // Read the first items until one reads: its fields say whether the batches carry masks or
-  // targets; with DecodeColor::rgb and neither, the shape is the one above without decoding.
+  // Read the first items until one reads: its fields say whether the batches carry masks, targets
+  // or boxes; with DecodeColor::rgb and none of them, the shape is the one above without decoding.
   constexpr std::size_t tries = 16;
   std::string failures;
   for (std::size_t i = 0; i < std::min(dataset.size(), tries); ++i) {
     try {
       nodes::Sample sample = dataset.read(i);
       sample.index = i;
-      if (config.decode.color == nodes::DecodeColor::rgb && sample.mask.empty() && sample.targets.empty()) return rgb;
+      const bool boxes = !sample.boxes.empty() || sample.boxes.extras > 0;
+      if (config.decode.color == nodes::DecodeColor::rgb && sample.mask.empty() && sample.targets.empty() && !boxes) {
+        return rgb;
+      }
       nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(transforms, config.seed), config.fuse);
       const nodes::Image image = decode(std::move(sample));
       if (image.width() != config.size || image.height() != config.size) {

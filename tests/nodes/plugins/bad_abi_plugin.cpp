@@ -4,6 +4,7 @@
 //   3  built with the other libstdc++ string ABI (_GLIBCXX_USE_CXX11_ABI flipped)
 //   4  no stoke_plugin_v1 entry point
 //   5  register_nodes adds a transform, then throws
+//   6  register_nodes adds a transform, register_formats a data format, then throws
 // The descriptor is written by hand, as the STOKE_PLUGIN macro would, with one field changed.
 #include <memory>
 #include <stdexcept>
@@ -33,6 +34,16 @@ void register_nodes(stoke::nodes::Registry& registry) {
   if (STOKE_TEST_PLUGIN_FAULT == 5) throw std::runtime_error("deliberate failure after one add");
 }
 
+void register_formats(stoke::nodes::DatasetRegistry& formats) {
+  formats.add({.name = "test_partial_format",
+               .doc = "a data format that must not stay registered",
+               .params = {},
+               .open = [](const std::filesystem::path&, const stoke::nodes::Params&) -> stoke::nodes::DatasetPtr {
+                 return nullptr;
+               }});
+  if (STOKE_TEST_PLUGIN_FAULT == 6) throw std::runtime_error("deliberate failure after one data format");
+}
+
 }  // namespace
 
 extern "C" STOKE_PLUGIN_EXPORT const stoke::nodes::PluginDescriptor* stoke_plugin_v1() {
@@ -45,6 +56,7 @@ extern "C" STOKE_PLUGIN_EXPORT const stoke::nodes::PluginDescriptor* stoke_plugi
       .name = "bad_plugin",
       .version = "0.0.1",
       .register_nodes = &register_nodes,
+      .register_formats = &register_formats,
   };
   return &descriptor;
 }

@@ -30,7 +30,8 @@ inline constexpr std::size_t default_max_boxes = 128;
 
 /// The shape of a batch of `batch_size` items like `image`: its size, channels, layout, pixel
 /// type, mask type, targets, and room for default_max_boxes boxes (or as many as it has, if more)
-/// when it has boxes. The way to build a pool for samples beyond 8-bit RGB:
+/// when it has boxes (or declares their extras: a detection sample without a box). The way to build a pool for samples
+/// beyond 8-bit RGB:
 ///
 ///   BatchPool pool(shape_of(first_sample, 16), 4);
 ///

@@ -1,7 +1,8 @@
-// Plugins: shared libraries that add transforms to a Registry at run time, so that a domain team's
-// preprocessing node (medical windowing, a sensor's debayer, ...) runs inside the prebuilt apps
-// (`stoke bench pipeline --plugin libmy_plugin.so --transform "my_node k=v"`) without rebuilding
-// them.
+// Plugins: shared libraries that add transforms to a Registry and data formats to a
+// DatasetRegistry at run time, so that a domain team's preprocessing node (medical windowing, a
+// sensor's debayer, ...) or its own storage format runs inside the prebuilt apps
+// (`stoke bench pipeline --plugin libmy_plugin.so --transform "my_node k=v" --format "my_format"`)
+// and under stoke.Loader(plugins=[...]) without rebuilding them.
 //
 // Writing one (see examples/plugin/):
 //
@@ -14,6 +15,11 @@
 //   }
 //   }  // namespace
 //   STOKE_PLUGIN("my_plugin", "1.0", register_nodes)
+//
+// A plugin with data formats (a Dataset subclass and a DatasetEntry, dataset_registry.hpp) names
+// a second function, `void register_formats(stoke::nodes::DatasetRegistry&)`:
+//
+//   STOKE_PLUGIN_WITH_FORMATS("my_plugin", "1.0", register_nodes, register_formats)
 //
 // and build it as a MODULE library that links OpenCV but no stoke library (CMake:
 // add_library(my_plugin MODULE ...), include directories from stoke::nodes).
@@ -44,12 +50,14 @@
 #include <string>
 #include <vector>
 
+#include "stoke/nodes/dataset_registry.hpp"
 #include "stoke/nodes/registry.hpp"
 
 /// The version of the C++ interface a plugin sees (Transform, Image, Params, TransformEntry,
-/// Registry::add and the descriptor below). Bumped whenever any of them changes in a way that
-/// breaks compiled plugins; a plugin built with another number is refused.
-#define STOKE_PLUGIN_ABI 1
+/// Registry::add, Dataset, Sample, DatasetEntry, DatasetRegistry::add and the descriptor below).
+/// Bumped whenever any of them changes in a way that breaks compiled plugins; a plugin built with
+/// another number is refused. 2: data formats (register_formats).
+#define STOKE_PLUGIN_ABI 2
 
 /// The stoke release this header belongs to; a plugin records the one it was built against, and
 /// load_plugin requires the same major.minor (stoke is below 1.0, so any minor release may change
@@ -91,7 +99,9 @@ struct PluginDescriptor {
   int stdlib_abi;             ///< _GLIBCXX_USE_CXX11_ABI or _LIBCPP_ABI_VERSION; must match the host's
   const char* name;           ///< the plugin's name, e.g. "stoke_example_plugin"
   const char* version;        ///< the plugin's own version, free-form
-  void (*register_nodes)(Registry& registry);  ///< adds the plugin's transforms; may throw
+  void (*register_nodes)(Registry& registry);  ///< adds the plugin's transforms; may throw; may be null
+  /// adds the plugin's data formats; may throw; null when it has none (one of the two is set)
+  void (*register_formats)(DatasetRegistry& registry);
 };
 
 /// The name of the entry point, an extern "C" function `const PluginDescriptor* stoke_plugin_v1()`.
@@ -107,14 +117,18 @@ struct Plugin {
   std::string version;                  ///< from the descriptor
   std::string stoke_version;            ///< the stoke version it was built against
   std::vector<std::string> transforms;  ///< the names it registered, sorted
+  std::vector<std::string> formats;     ///< the data formats it registered, sorted
   void* handle = nullptr;               ///< dlopen's handle (never closed)
 };
 
 /// Loads the shared library at `path` (a relative path is taken from the current directory, never
 /// searched for on the library path), checks its descriptor against this build of stoke and adds
-/// its transforms to `registry`. Registration is all-or-nothing: register_nodes fills a staging
-/// registry, whose entries are added to `registry` only when it returned and none of their names
-/// is taken, so a failing plugin leaves `registry` unchanged.
+/// its transforms to `registry` and its data formats to `formats`. Registration is all-or-nothing:
+/// register_nodes and register_formats fill staging registries, whose entries are added only when
+/// both returned and none of their names is taken, so a failing plugin leaves both unchanged.
+/// Loading a library again into the built-in registries (Registry::builtin() and
+/// DatasetRegistry::builtin(): a second stoke.Loader with the same plugins) returns the Plugin of
+/// its first load and registers nothing; into other registries it is refused as a taken name.
 ///
 /// Throws std::runtime_error naming the file when it does not exist, is not a loadable shared
 /// library (dlerror's text included), has no stoke_plugin_v1 entry point, was built against
@@ -123,24 +137,32 @@ struct Plugin {
 /// name `registry` already has. Thread-safe to the extent Registry::add is; meant for startup.
 ///
 /// The calling executable must export its symbols (CMake: ENABLE_EXPORTS ON).
-Plugin load_plugin(const std::filesystem::path& path, Registry& registry);
+Plugin load_plugin(const std::filesystem::path& path, Registry& registry,
+                   DatasetRegistry& formats = DatasetRegistry::builtin());
 
 }  // namespace stoke::nodes
 
 /// Defines the plugin's entry point. `plugin_name` and `plugin_version` are string literals,
 /// `register_function` a function `void(stoke::nodes::Registry&)`. Use once per library, at
 /// namespace scope.
-#define STOKE_PLUGIN(plugin_name, plugin_version, register_function)                         \
-  extern "C" STOKE_PLUGIN_EXPORT const ::stoke::nodes::PluginDescriptor* stoke_plugin_v1() { \
-    static const ::stoke::nodes::PluginDescriptor descriptor{                                \
-        .abi = STOKE_PLUGIN_ABI,                                                             \
-        .stoke_version = STOKE_PLUGIN_STOKE_VERSION,                                         \
-        .stdlib = STOKE_PLUGIN_STDLIB,                                                       \
-        .stdlib_version = STOKE_PLUGIN_STDLIB_VERSION,                                       \
-        .stdlib_abi = STOKE_PLUGIN_STDLIB_ABI,                                               \
-        .name = plugin_name,                                                                 \
-        .version = plugin_version,                                                           \
-        .register_nodes = &register_function,                                                \
-    };                                                                                       \
-    return &descriptor;                                                                      \
+#define STOKE_PLUGIN(plugin_name, plugin_version, register_function) \
+  STOKE_PLUGIN_WITH_FORMATS(plugin_name, plugin_version, register_function, nullptr)
+
+/// STOKE_PLUGIN for a plugin that adds data formats too: `register_formats` is a function
+/// `void(stoke::nodes::DatasetRegistry&)`; `register_function` may be nullptr when the plugin adds
+/// no transform.
+#define STOKE_PLUGIN_WITH_FORMATS(plugin_name, plugin_version, register_function, register_formats_function) \
+  extern "C" STOKE_PLUGIN_EXPORT const ::stoke::nodes::PluginDescriptor* stoke_plugin_v1() {                 \
+    static const ::stoke::nodes::PluginDescriptor descriptor{                                                \
+        .abi = STOKE_PLUGIN_ABI,                                                                             \
+        .stoke_version = STOKE_PLUGIN_STOKE_VERSION,                                                         \
+        .stdlib = STOKE_PLUGIN_STDLIB,                                                                       \
+        .stdlib_version = STOKE_PLUGIN_STDLIB_VERSION,                                                       \
+        .stdlib_abi = STOKE_PLUGIN_STDLIB_ABI,                                                               \
+        .name = plugin_name,                                                                                 \
+        .version = plugin_version,                                                                           \
+        .register_nodes = register_function,                                                                 \
+        .register_formats = register_formats_function,                                                       \
+    };                                                                                                       \
+    return &descriptor;                                                                                      \
   }

@@ -61,8 +61,9 @@ class Params {
 
   /// Parses "name k=v k=v ..." (whitespace-separated; values cannot contain spaces). Throws
   /// std::invalid_argument quoting the spec when it is empty, a token has no '=' or an empty
-  /// key, or a key is repeated. The name is returned through `name`.
-  static Params parse(std::string_view spec, std::string& name);
+  /// key, or a key is repeated. The name is returned through `name`; `kind` names what the spec
+  /// is for in those messages ("transform spec 'resize size 224': ...", "source spec ...").
+  static Params parse(std::string_view spec, std::string& name, std::string_view kind = "transform");
 
   int get_int(std::string_view key, int fallback) const;
   double get_double(std::string_view key, double fallback) const;

@@ -45,8 +45,8 @@ struct TrainingData {
 /// Opens `train` and `val` with open_dataset (`format` as there). An empty `val` means train's
 /// sibling folder "val" when `train` is a folder named "train" and that sibling exists, else no
 /// validation. Throws std::runtime_error naming the path and the fix when the training set has
-/// fewer than `batch_size` images or fewer than two classes, or when the validation set's classes
-/// are not the training set's.
+/// fewer than `batch_size` images, no class labels (COCO, segmentation) or fewer than two classes,
+/// or when the validation set's classes are not the training set's.
 TrainingData open_training_data(const std::filesystem::path& train, const std::filesystem::path& val = {},
                                 const std::string& format = "auto", std::size_t batch_size = 1);
 

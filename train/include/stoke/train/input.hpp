@@ -19,9 +19,8 @@
 
 namespace stoke::train {
 
-/// Opens `path` as whichever dataset it is:
-///   X.stoke (or a file starting with the pack magic)   a packed shard (stoke pack)
-///   a .csv / .txt / .lst file                            a FileList, paths relative to its folder
+/// Opens `path` as `format`, a data format of nodes::DatasetRegistry::builtin() (the built-in ones
+/// and those of loaded plugins): "" or "auto" guesses from the path --
 ///   a folder with CIFAR batch files                      CIFAR-10/100 (train split)
 ///   a folder of images/ and masks/ (and no other folder) a SegmentationFolder (pairs by name)
 ///   a .tar file (or a file with the tar magic)           WebDataset tar shards (nodes::TarShards;
@@ -29,11 +28,15 @@ namespace stoke::train {
 ///   a folder of .tar files and no subfolder              all its shards
 ///   a pattern no file has the name of                    the shards it names, brace ranges and
 ///     ("shards/train-{000000..000146}.tar", "s/*.tar")   wildcards (nodes::expand_shard_pattern)
+///   X.stoke (or a file starting with the pack magic)     a packed shard (stoke pack)
+///   a plugin's format that recognises it
 ///   any other folder                                     an ImageFolder (one subfolder per class;
 ///                                                        DICOM files too)
-/// Throws std::runtime_error naming the path when it does not exist or cannot be opened.
-/// `format` forces one reading: "folder", "segmentation", "filelist", "cifar", "packed" or "tar" ("" or "auto":
-/// guess as above); another word is std::invalid_argument naming the choices.
+///   any other file                                       a FileList, paths relative to its folder
+/// -- and "name key=value ..." opens it as that format: "folder", "segmentation", "filelist",
+/// "cifar split=test", "packed", "tar", "coco annotations=FILE" (COCO is never guessed).
+/// Throws std::runtime_error naming the path when it does not exist or cannot be opened,
+/// std::invalid_argument naming the choices for an unknown format or a bad parameter.
 nodes::DatasetPtr open_dataset(const std::filesystem::path& path, const std::string& format = "");
 
 /// JPEG through libjpeg-turbo, other formats through OpenCV when this build has stoke::imgcodecs
