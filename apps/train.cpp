@@ -11,15 +11,13 @@
 #include <iostream>
 #include <optional>
 #include <stoke/dist/communicator.hpp>
-#include <stoke/dist/gradient_sync.hpp>
-#include <stoke/dist/nccl.hpp>
-#include <stoke/dist/replicas.hpp>
 #include <stoke/gpu/nvml_monitor.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/models.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
+#include <stoke/train/data_parallel.hpp>
 #include <stoke/train/fit.hpp>
 #include <stoke/train/json.hpp>
 #include <stoke/train/recipe.hpp>
@@ -265,11 +263,7 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
   const auto classes = static_cast<int>(data.train->classes().size());
 
   // One GPU per local rank: "cuda" (or "auto" on a machine with GPUs) becomes cuda:<local rank>.
-  std::string device = c.device;
-  if (!alone && (device == "cuda" || (device == "auto" && gpu::cuda_device_count() > 0))) {
-    device = "cuda:" + std::to_string(comm.local_rank() % std::max(1, gpu::cuda_device_count()));
-  }
-  const ComputeContext machine = make_compute(device, quiet ? nullptr : &std::cerr);
+  const ComputeContext machine = make_compute(rank_device(c.device, comm), quiet ? nullptr : &std::cerr);
   nn::Backend& backend = *machine.backend;
   if (c.deterministic && !machine.device.is_cpu()) {
     return cli.usage_error(
@@ -292,31 +286,13 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
                              "regression loop on the library (see examples/segmentation)");
   }
   const auto model = make_model(recipe, classes, backend, shape.channels);
-  // Data-parallel: the gradients summed over the ranks in buckets during backward, and batch norm
-  // over every rank's batch with --sync-bn; each on a communicator of its own.
-  // On GPUs the gradients are summed by NCCL on the devices (libnccl.so.2 loaded now; its id
-  // shared through MPI), on CPU ranks by MPI on a thread of the transport's.
-  std::unique_ptr<dist::NcclCommunicator> nccl;
-  std::unique_ptr<dist::GradientSync> gradient_sync;
-  std::unique_ptr<dist::CommunicatorSum> batch_norm_sync;
+  // Data-parallel: the gradients summed over the ranks in buckets during backward (NCCL on GPUs,
+  // MPI on CPU ranks), and batch norm over every rank's batch with --sync-bn.
+  const DataParallel replicas(
+      comm, machine.device, backend, *model,
+      {.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024), .sync_bn = c.sync_bn});
   nn::TrainerOptions trainer_settings = trainer_options(recipe, data.train->size() / comm.world());
-  if (!alone) {
-    std::unique_ptr<dist::BucketTransport> transport;
-    if (machine.device.is_cpu()) {
-      transport = dist::host_transport(comm.split());
-    } else {
-      nccl = std::make_unique<dist::NcclCommunicator>(comm, machine.device);
-      transport = dist::nccl_transport(*nccl, backend);
-    }
-    gradient_sync = std::make_unique<dist::GradientSync>(
-        *model, backend, std::move(transport),
-        dist::GradientSyncOptions{.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024)});
-    trainer_settings.gradient_sync = gradient_sync.get();
-    if (c.sync_bn) {
-      batch_norm_sync = std::make_unique<dist::CommunicatorSum>(comm.split());
-      trainer_settings.batch_norm_sync = batch_norm_sync.get();
-    }
-  }
+  replicas.attach(trainer_settings);
   nn::Trainer trainer(*model, backend, trainer_settings);
   if (!c.resume.empty()) {
     trainer.load(c.resume);
@@ -337,10 +313,9 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
         recipe.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(),
         precision_name(recipe.precision).c_str(), layout_name(model->layout()).c_str(), data.train->size(),
         data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size, recipe.batch);
-    if (!alone) {
-      std::fprintf(stderr, "stoke train: %d ranks (%s%s): %d images per step, %zu gradient buckets%s\n", comm.world(),
-                   comm.describe().c_str(), nccl ? (", gradients over " + nccl->describe()).c_str() : "",
-                   recipe.batch * comm.world(), gradient_sync->buckets(), c.sync_bn ? ", batch norm synced" : "");
+    if (replicas.active()) {
+      std::fprintf(stderr, "stoke train: %s; %d images per step\n", replicas.describe().c_str(),
+                   recipe.batch * comm.world());
     }
     // What the datasets left out when they opened: never read, so neither trained on nor skipped.
     print_left_out("stoke train", data.train_path.string(), left_out_of(*data.train));

@@ -3,13 +3,16 @@
 // a checkpoint that `stoke classify` and `stoke evaluate` can read.
 //
 //   stoke_example_train DATA [EPOCHS] [OUT]
+//   mpirun -np 2 stoke_example_train DATA [EPOCHS] [OUT]      # data-parallel, as `stoke train`
 //     DATA: a folder with one subfolder of images per class (a "train" folder may have a "val"
 //     folder beside it); EPOCHS: default 3; OUT: the checkpoints' folder, default example-train.
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <stoke/dist/communicator.hpp>
 #include <stoke/train/compute.hpp>
+#include <stoke/train/data_parallel.hpp>
 #include <stoke/train/fit.hpp>
 #include <stoke/train/recipe.hpp>
 #include <string>
@@ -25,23 +28,35 @@ int main(int argc, char** argv) try {
   // random crops and flips), for the small CNN at 32 px.
   const st::Recipe recipe{.model = "small_cnn", .epochs = argc > 2 ? std::atoi(argv[2]) : 3, .batch = 32, .size = 32};
   const std::string out = argc > 3 ? argv[3] : "example-train";
+  // One rank alone, or each rank of a job that mpirun (or srun) started: the gradients are then
+  // averaged over the ranks, each trains on its share of every epoch and rank 0 prints and saves.
+  const auto comm = stoke::dist::connect();
   const st::TrainingData data = st::open_training_data(argv[1], {}, "auto", recipe.batch);
-  const st::ComputeContext compute = st::make_compute("auto", &std::cerr);
+  const st::ComputeContext compute =
+      st::make_compute(st::rank_device("auto", *comm), comm->rank() == 0 ? &std::cerr : nullptr);
   const auto model = st::make_model(recipe, static_cast<int>(data.train->classes().size()), *compute.backend);
-  stoke::nn::Trainer trainer(*model, *compute.backend, st::trainer_options(recipe, data.train->size()));
+  const st::DataParallel replicas(*comm, compute.device, *compute.backend, *model);
+  stoke::nn::TrainerOptions settings = st::trainer_options(recipe, data.train->size() / comm->world());
+  replicas.attach(settings);
+  stoke::nn::Trainer trainer(*model, *compute.backend, settings);
+  st::FitOptions options = st::fit_options(recipe, data.train->classes());
+  options.communicator = comm.get();
 
+  const bool speaks = comm->rank() == 0;
   st::FitCallbacks callbacks{.on_epoch =
-                                 [](const st::EpochSummary& s) {
+                                 [speaks](const st::EpochSummary& s) {
+                                   if (!speaks) return true;
                                    std::printf("epoch %lld: train loss %.3f, val top-1 %.3f, %.0f images/s\n",
                                                static_cast<long long>(s.epoch), s.train_loss, s.val_top1.value_or(0),
                                                s.images_per_sec);
                                    return true;  // false would stop here
                                  },
                              .checkpoint = st::checkpoint_every_epoch(out)};
-  const st::FitResult result =
-      st::fit(trainer, data.train, data.val, st::fit_options(recipe, data.train->classes()), callbacks);
-  std::printf("example: done after epoch %lld; checkpoint %s\n", static_cast<long long>(result.epochs),
-              result.checkpoint.c_str());
+  const st::FitResult result = st::fit(trainer, data.train, data.val, options, callbacks);
+  if (speaks) {
+    std::printf("example: done after epoch %lld; checkpoint %s\n", static_cast<long long>(result.epochs),
+                result.checkpoint.c_str());
+  }
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "stoke_example_train: %s\n", e.what());

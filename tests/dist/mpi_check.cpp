@@ -30,6 +30,7 @@
 #include <stoke/nn/checkpoint.hpp>
 #include <stoke/nn/models.hpp>
 #include <stoke/nn/trainer.hpp>
+#include <stoke/train/data_parallel.hpp>
 #include <stoke/train/fit.hpp>
 #include <string>
 #include <vector>
@@ -133,20 +134,16 @@ int equivalence(dist::Communicator& comm) {
 namespace fs = std::filesystem;
 
 // A fit run of small_cnn at a constant learning rate (so that 2 ranks x batch b and 1 process x
-// batch 2b take the same steps at the same rates), gradients synced over `comm` when it has ranks.
+// batch 2b take the same steps at the same rates), gradients and batch norm synced over `comm` by
+// train::DataParallel (as `stoke train` does) when it has ranks.
 struct Run {
   Run(dist::Communicator& comm, std::size_t batch)
       : backend(nn::make_backend(nn::Device::cpu())),
-        model(nn::make_model("small_cnn", {.classes = 2, .seed = 3, .width = 8})) {
+        model(nn::make_model("small_cnn", {.classes = 2, .seed = 3, .width = 8})),
+        replicas(comm, nn::Device::cpu(), *backend, *model, {.bucket_bytes = 16 << 10, .sync_bn = true}) {
     nn::TrainerOptions settings{
         .schedule = {.kind = nn::LrScheduleKind::constant, .base_lr = 0.05f, .total_steps = 100}, .seed = 3};
-    if (comm.world() > 1) {
-      sync = std::make_unique<dist::GradientSync>(*model, *backend, dist::host_transport(comm.split()),
-                                                  dist::GradientSyncOptions{.bucket_bytes = 16 << 10});
-      bn = std::make_unique<dist::CommunicatorSum>(comm.split());
-      settings.gradient_sync = sync.get();
-      settings.batch_norm_sync = bn.get();
-    }
+    replicas.attach(settings);
     trainer = std::make_unique<nn::Trainer>(*model, *backend, settings);
     options.epochs = 2;
     options.seed = 5;
@@ -160,8 +157,7 @@ struct Run {
   }
   std::unique_ptr<nn::Backend> backend;
   std::unique_ptr<nn::Sequential> model;
-  std::unique_ptr<dist::GradientSync> sync;
-  std::unique_ptr<dist::CommunicatorSum> bn;
+  train::DataParallel replicas;
   std::unique_ptr<nn::Trainer> trainer;
   train::FitOptions options;
 };
