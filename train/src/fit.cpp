@@ -1,16 +1,14 @@
 #include "stoke/train/fit.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
-#include <stoke/dist/replicas.hpp>
 #include <stoke/graph/signal.hpp>
 #include <string>
 
+#include "replica_strategy.hpp"
 #include "stoke/train/loader.hpp"
 
 namespace stoke::train {
@@ -29,7 +27,7 @@ double ratio(std::int64_t part, std::int64_t whole) {
 class FitRun {
  public:
   FitRun(nn::Trainer& trainer, const FitCallbacks& callbacks, const nodes::DatasetPtr& train_set,
-         const InputConfig& train_input, dist::Communicator* step_channel)
+         const InputConfig& train_input, detail::ReplicaStrategy& replicas)
       : trainer_(trainer),
         callbacks_(callbacks),
         order_(train_set->size(), {.shuffle = train_input.shuffle,
@@ -39,7 +37,7 @@ class FitRun {
                                    .remainder = train_input.remainder}),
         batch_(train_input.batch_size),
         next_lr_(trainer.lr()),
-        step_channel_(step_channel) {}
+        replicas_(replicas) {}
 
   // The training step. It runs in the compute stage, one batch at a time, in order.
   StepResult train_step(const BatchTensors& t) {
@@ -93,41 +91,21 @@ class FitRun {
     if (callbacks_.on_pass_begin) callbacks_.on_pass_begin(epoch + 1, Phase::train);
   }
 
-  // Data-parallel runs: whether the ranks stop before this step, `mine` being this rank's wish
-  // (a Ctrl-C). Every rank asks once per step, in the compute stage, or at its epoch's end when
-  // its share ran short; once they agree, they all stop there.
-  bool agree_stop(bool mine) {
-    if (stop_agreed_) return true;
-    std::int64_t flag = mine ? 1 : 0;
-    if (step_channel_ != nullptr) step_channel_->all_reduce(std::span<std::int64_t>(&flag, 1), dist::ReduceOp::max);
-    stop_agreed_ = flag > 0;
-    return stop_agreed_;
-  }
-  std::function<bool()> stop_rule() {
-    if (step_channel_ == nullptr) return {};  // alone: the compute stage's own Ctrl-C check
-    return [this] { return agree_stop(graph::SignalStop::received() > 0); };
-  }
-
   // At an epoch's end, data-parallel: a share that ran short of its planned batches (files skipped)
   // makes the missing steps up with stand-in batches, so that the other ranks' steps find it; a
-  // pass cut by Ctrl-C tells the others. Returns whether the ranks stopped.
-  //
-  // The votes match across the ranks: each rank votes before each step it takes (its own batches
-  // and those it makes up), and once more at the epoch's end, until a vote says stop -- after
-  // which nobody votes again. A rank cut short by Ctrl-C thus meets the others' next step vote
-  // with its end vote, and a signal that came after the last step still ends every rank's run.
+  // pass cut by Ctrl-C tells the others. Returns whether the run stops.
   bool finish_share(const EpochTotals& totals) {
-    if (step_channel_ == nullptr) return totals.stopped;
+    if (!replicas_.makes_up_steps()) return totals.stopped;
     if (!totals.stopped) {
       while (batches_ < planned_batches_ && stand_in_.images.defined()) {
-        if (agree_stop(graph::SignalStop::received() > 0)) return true;
+        if (replicas_.agree_stop(graph::SignalStop::received() > 0)) return true;
         const nn::LossResult r = trainer_.stand_in_batch(stand_in_.images, stand_in_.labels);
         (void)r;
         ++batches_;
         ++made_up_;
       }
     }
-    return agree_stop(totals.stopped || graph::SignalStop::received() > 0);
+    return replicas_.agree_stop(totals.stopped || graph::SignalStop::received() > 0);
   }
   std::int64_t made_up() const noexcept { return made_up_; }
 
@@ -177,10 +155,9 @@ class FitRun {
   std::atomic<float> next_lr_;
   std::atomic<std::int64_t> epoch_ = 0;
   std::atomic<std::int64_t> pass_images_ = 0;
-  // Data-parallel: the per-step stop collective's communicator, the batches this epoch's share
-  // should give and has given, and a batch's shape in zeros for the steps a short share makes up.
-  dist::Communicator* step_channel_ = nullptr;
-  bool stop_agreed_ = false;
+  // Data-parallel: the batches this epoch's share should give and has given, and a batch's shape
+  // in zeros for the steps a short share makes up.
+  detail::ReplicaStrategy& replicas_;
   std::int64_t planned_batches_ = 0;
   std::int64_t batches_ = 0;
   std::int64_t made_up_ = 0;
@@ -189,37 +166,6 @@ class FitRun {
     nn::Tensor labels;
   } stand_in_;
 };
-
-// Data-parallel: a pass's totals summed over the ranks (its seconds: the slowest rank's).
-void reduce_totals(dist::Communicator& comm, EpochTotals& t) {
-  std::array<double, 7> sums{t.loss_sum,
-                             static_cast<double>(t.correct),
-                             static_cast<double>(t.correct_top5),
-                             static_cast<double>(t.images),
-                             static_cast<double>(t.batches),
-                             static_cast<double>(t.skipped),
-                             0};
-  comm.all_reduce(std::span<double>(sums), dist::ReduceOp::sum);
-  t.loss_sum = sums[0];
-  t.correct = static_cast<std::int64_t>(sums[1]);
-  t.correct_top5 = static_cast<std::int64_t>(sums[2]);
-  t.images = static_cast<std::int64_t>(sums[3]);
-  t.batches = static_cast<std::int64_t>(sums[4]);
-  t.skipped = static_cast<std::uint64_t>(sums[5]);
-  std::array<double, 1> seconds{t.seconds};
-  comm.all_reduce(std::span<double>(seconds), dist::ReduceOp::max);
-  t.seconds = seconds[0];
-}
-
-// Data-parallel: every rank's images per second in a pass, by rank.
-std::vector<double> rates_by_rank(dist::Communicator& comm, const EpochTotals& t) {
-  const double mine = t.seconds > 0 ? static_cast<double>(t.images) / t.seconds : 0;
-  const std::vector<std::byte> all =
-      comm.all_gather(std::span<const std::byte>(reinterpret_cast<const std::byte*>(&mine), sizeof mine));
-  std::vector<double> rates(static_cast<std::size_t>(comm.world()));
-  std::memcpy(rates.data(), all.data(), all.size());
-  return rates;
-}
 
 EpochSummary summarize(std::int64_t epoch, int epochs, EpochTotals train, EpochTotals val) {
   EpochSummary s;
@@ -362,16 +308,17 @@ std::size_t resume_position(const nn::Trainer& trainer, const std::string& check
 FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const nodes::DatasetPtr& val_set,
               const FitOptions& options, const FitCallbacks& callbacks) {
   if (!train_set) throw std::invalid_argument("fit: no training set");
-  dist::Communicator* const comm =
-      options.communicator != nullptr && options.communicator->world() > 1 ? options.communicator : nullptr;
-  const auto world = static_cast<std::uint32_t>(comm != nullptr ? comm->world() : 1);
-  const auto rank = static_cast<std::uint32_t>(comm != nullptr ? comm->rank() : 0);
+  const std::uint32_t world =
+      options.communicator != nullptr ? static_cast<std::uint32_t>(options.communicator->world()) : 1;
+  const std::uint32_t rank =
+      options.communicator != nullptr ? static_cast<std::uint32_t>(options.communicator->rank()) : 0;
   InputConfig train_input = options.train_input;
   train_input.tuning.target = "train";
   train_input.drop_last = true;
   train_input.rank = rank;
   train_input.world = world;
   train_input.remainder = world > 1 ? options.shard_remainder : nodes::ShardRemainder::uneven;
+  train_input.seed = options.seed;  // each epoch's order and draws: functions of (seed, epoch, item)
   InputConfig val_input = options.val_input;
   val_input.tuning.target = "evaluate";
   val_input.rank = rank;
@@ -382,7 +329,6 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     input->convert_dtype = trainer.options().compute;
     input->convert_layout = trainer.model().layout();
   }
-  std::map<std::string, std::string> metadata = options.metadata;
 
   FitResult result;
   result.left_out = left_out_of(*train_set);
@@ -395,84 +341,52 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     result.epochs = first_epoch;
     return result;
   }
-  if (comm != nullptr && trainer.options().gradient_sync == nullptr) {
-    throw std::invalid_argument("fit: a data-parallel run (" + std::to_string(world) +
-                                " ranks) needs TrainerOptions::gradient_sync (dist::GradientSync), or the replicas "
-                                "would train apart");
-  }
   // Every replica starts from rank 0's state, and says so.
-  const bool synced_bn = trainer.options().batch_norm_sync != nullptr;
-  const nn::StreamView stream = trainer.backend().stream();
-  if (comm != nullptr) {
-    dist::broadcast_state(*comm, trainer.model(), &trainer.optimizer(), stream);
-    dist::check_replicas(*comm, trainer.model(), &trainer.optimizer(), stream, "the start");
-  }
-  const std::unique_ptr<dist::Communicator> step_channel = comm != nullptr ? comm->split() : nullptr;
-  nn::GradientSync* const sync = trainer.options().gradient_sync;
-  train_input.seed = options.seed;  // each epoch's order and draws: functions of (seed, epoch, item)
+  const std::unique_ptr<detail::ReplicaStrategy> replicas = detail::make_replica_strategy(options.communicator);
+  replicas->start(trainer);
   // The pools, device slots and buffers of both passes, made once for the whole run; one
   // training pipeline for all the epochs.
   ComputePath train_path(train_set, train_input, trainer.backend());
   std::optional<ComputePath> val_path;
   if (val_set) val_path.emplace(val_set, val_input, trainer.backend());
-  FitRun run(trainer, callbacks, train_set, train_input, step_channel.get());
+  FitRun run(trainer, callbacks, train_set, train_input, *replicas);
   run.begin_training(first_epoch, resume);
-  double reduce_before = sync != nullptr ? sync->reduce_seconds() : 0;
-  double exposed_before = sync != nullptr ? sync->exposed_seconds() : 0;
+  std::map<std::string, std::string> metadata = options.metadata;
+
+  // At each epoch's end: the validation pass, the summary, the checkpoints and the callbacks.
+  // Returns whether the run goes on.
   const auto at_epoch_end = [&](std::uint32_t e, EpochTotals& train_totals) {
     const auto epoch = static_cast<std::int64_t>(e);
-    // Data-parallel: the ranks end the epoch at the same step (a short share makes steps up), and
-    // the figures become the whole world's.
+    // The ranks end the epoch at the same step (a short share makes steps up), and the figures
+    // become the whole world's.
     if (run.finish_share(train_totals)) train_totals.stopped = true;
-    std::vector<double> rates;
-    if (comm != nullptr) {
-      rates = rates_by_rank(*comm, train_totals);
-      reduce_totals(*comm, train_totals);
-    }
+    std::vector<double> rates = replicas->reduce_train(train_totals);
     if (callbacks.on_pass_end) callbacks.on_pass_end(epoch + 1, Phase::train, train_totals);
     EpochTotals val_totals;
     if (val_path && !train_totals.stopped) {
       val_totals = run.validate(*val_path, val_set);
-      if (comm != nullptr) reduce_totals(*comm, val_totals);
+      replicas->reduce_val(val_totals);
     }
-
     EpochSummary summary = summarize(epoch, options.epochs, std::move(train_totals), std::move(val_totals));
     summary.rank_images_per_sec = std::move(rates);
-    if (sync != nullptr) {
-      summary.allreduce_seconds = sync->reduce_seconds() - std::exchange(reduce_before, sync->reduce_seconds());
-      summary.allreduce_exposed_seconds =
-          sync->exposed_seconds() - std::exchange(exposed_before, sync->exposed_seconds());
-      // The step waiting for the other ranks' gradients more than it computes: the limit is the
-      // all-reduce (the network, or a slower rank), not the input nor this rank's compute.
-      const double busy = summary.train.compute_busy * summary.train.seconds;
-      if (summary.train.bottleneck == "train" && summary.allreduce_exposed_seconds > 0.5 * busy) {
-        summary.train.bottleneck = "all-reduce";
-      }
-    }
+    replicas->add_sync_figures(summary);
+
     trainer.set_epoch(summary.completed ? epoch + 1 : epoch);
     metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position() * world);
     metadata[epoch_order_key] = epoch_order_version;
     trainer.set_metadata(metadata);
+    replicas->check_replicas(trainer, epoch + 1);
     summary.checkpoint = result.checkpoint;
-    if (comm != nullptr) {
-      dist::check_replicas(*comm, trainer.model(), &trainer.optimizer(), stream,
-                           "the end of epoch " + std::to_string(epoch + 1), synced_bn);
-    }
     if (callbacks.checkpoint) {
       const std::vector<fs::path> files = callbacks.checkpoint(summary);
-      if (comm != nullptr) comm->barrier();  // every rank has stepped to here: rank 0's state is theirs
+      replicas->before_save();  // every rank has stepped to here: rank 0's state is theirs
       if (rank == 0) {
         for (const fs::path& file : files) trainer.save(file);  // each atomic: temporary file, flush, rename
       }
       if (!files.empty()) summary.checkpoint = files.front();
     }
     accumulate(result, summary, options.max_listed_skips);
-    bool go_on = !(callbacks.on_epoch && !callbacks.on_epoch(summary));
-    if (comm != nullptr) {  // one rank's early stop stops them all
-      std::int64_t stop = go_on ? 0 : 1;
-      comm->all_reduce(std::span<std::int64_t>(&stop, 1), dist::ReduceOp::max);
-      go_on = stop == 0;
-    }
+    const bool go_on = replicas->agree_go_on(!(callbacks.on_epoch && !callbacks.on_epoch(summary)));
     if (!go_on && !summary.interrupted) {
       result.stopped_early = epoch + 1 < options.epochs;
       return false;
@@ -483,7 +397,7 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
   };
   train_path.run_epochs(
       [&run](const BatchTensors& t) { return run.train_step(t); },
-      {.stage = "train", .progress = run.training_progress(), .window = {}, .stop = run.stop_rule()},
+      {.stage = "train", .progress = run.training_progress(), .window = {}, .stop = replicas->stop_rule()},
       {.epoch = static_cast<std::uint32_t>(first_epoch), .skip = resume, .trace_file = options.trace_file},
       static_cast<std::uint32_t>(options.epochs - first_epoch), at_epoch_end);
   result.epochs = trainer.epoch();
