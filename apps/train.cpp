@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <stoke/dist/communicator.hpp>
@@ -22,6 +23,7 @@
 #include <stoke/train/json.hpp>
 #include <stoke/train/recipe.hpp>
 #include <stoke/train/report.hpp>
+#include <stoke/train/run.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -242,100 +244,54 @@ void print_stalls(const FitResult& r) {
   for (const graph::Stall& s : r.stalls) std::fprintf(stderr, "  %s\n", graph::describe(s).c_str());
 }
 
-}  // namespace
-
-// The run, once the options are parsed, as rank comm.rank() of comm.world() (1: alone).
-int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) {
-  const Recipe& recipe = c.recipe;
-  const bool alone = comm.world() == 1;
-  // Rank 0 speaks for the run; the others print only what goes wrong.
-  if (comm.rank() != 0) c.json = false;
-  const bool quiet = c.json || comm.rank() != 0;
-
-  // The built-in dataset is written once (and cached), by rank 0 before the others open it.
+// --data and --val, or the built-in dataset: written once (and cached), by rank 0 before the
+// others open it.
+TrainingData open_data(const TrainConfig& c, dist::Communicator& comm) {
   fs::path builtin;
   if (c.data.empty() && comm.rank() == 0) builtin = builtin_dataset_with_progress(c.json);
   comm.barrier();
   if (c.data.empty() && comm.rank() != 0) builtin = builtin_dataset_with_progress(true);
   const fs::path train_path = c.data.empty() ? builtin / "train" : fs::path(c.data);
   const fs::path val_path = c.data.empty() && c.val.empty() ? builtin / "val" : fs::path(c.val);
-  const TrainingData data = open_training_data(train_path, val_path, c.format, static_cast<std::size_t>(recipe.batch));
-  const auto classes = static_cast<int>(data.train->classes().size());
+  return open_training_data(train_path, val_path, c.format, static_cast<std::size_t>(c.recipe.batch));
+}
 
-  // One GPU per local rank: "cuda" (or "auto" on a machine with GPUs) becomes cuda:<local rank>.
-  const ComputeContext machine = make_compute(rank_device(c.device, comm), quiet ? nullptr : &std::cerr);
-  nn::Backend& backend = *machine.backend;
-  if (c.deterministic && !machine.device.is_cpu()) {
-    return cli.usage_error(
-        "--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
-        "add --device cpu");
+// What the run is, on stderr before it trains: the model, device and data, the ranks, where a
+// resumed run starts, and what the datasets left out when they opened (never read, so neither
+// trained on nor skipped).
+void print_start(const Run& run, const std::string& resume) {
+  const Recipe& recipe = run.recipe();
+  const TrainingData& data = run.data();
+  const nn::Trainer& trainer = run.trainer();
+  if (!resume.empty()) {
+    const std::size_t position = run.resume_position();
+    std::fprintf(stderr, "stoke train: resumed from %s at epoch %lld, step %lld%s\n", resume.c_str(),
+                 static_cast<long long>(trainer.epoch() + 1), static_cast<long long>(trainer.step()),
+                 position > 0 ? (", image " + std::to_string(position) + " of the epoch").c_str() : "");
   }
-  if (!backend.supports(recipe.precision, gpu::TensorLayout::nchw)) {
-    return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + backend.describe() +
-                           " computes in fp32 only");
-  }
-  const gpu::NvmlMonitor gpu_monitor(machine.device, std::chrono::milliseconds(500));
-  // The data decides the model's input channels (--color keep: 1 for grayscale scans); a classifier
-  // has no use for masks or targets, and dropping them quietly would hide a mistaken dataset.
-  const InputConfig probe = training_input(recipe);
-  const nodes::BatchShape shape = batch_shape(*data.train, probe, make_transforms(probe));
-  if (shape.mask || !shape.targets.empty()) {
-    throw std::runtime_error(train_path.string() + ": its samples carry " +
-                             (shape.mask ? std::string("masks") : std::string("targets")) +
-                             ", but stoke train trains image classifiers on labels; build a segmentation or "
-                             "regression loop on the library (see examples/segmentation)");
-  }
-  const auto model = make_model(recipe, classes, backend, shape.channels);
-  // Data-parallel: the gradients summed over the ranks in buckets during backward (NCCL on GPUs,
-  // MPI on CPU ranks), and batch norm over every rank's batch with --sync-bn.
-  const DataParallel replicas(
-      comm, machine.device, backend, *model,
-      {.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024), .sync_bn = c.sync_bn});
-  nn::TrainerOptions trainer_settings = trainer_options(recipe, data.train->size() / comm.world());
-  replicas.attach(trainer_settings);
-  nn::Trainer trainer(*model, backend, trainer_settings);
-  if (!c.resume.empty()) {
-    trainer.load(c.resume);
-    const std::size_t position = resume_position(trainer, c.resume);
-    if (!quiet) {
-      std::fprintf(stderr, "stoke train: resumed from %s at epoch %lld, step %lld%s\n", c.resume.c_str(),
-                   static_cast<long long>(trainer.epoch() + 1), static_cast<long long>(trainer.step()),
-                   position > 0 ? (", image " + std::to_string(position) + " of the epoch").c_str() : "");
-    }
-  }
-  if (!c.checkpoint.empty() && comm.rank() == 0) fs::create_directories(c.checkpoint);
-  if (const fs::path folder = fs::path(c.report).parent_path(); !folder.empty()) fs::create_directories(folder);
-  const std::string parameters = std::to_string(nn::parameter_count(*model));
+  const std::string parameters = std::to_string(nn::parameter_count(run.model()));
   const int size = recipe.image_size();
-  if (!quiet) {
-    std::fprintf(
-        stderr, "stoke train: %s (%s parameters, %d classes) on %s in %s %s; %zu training images%s, %dx%d, batch %d\n",
-        recipe.model.c_str(), parameters.c_str(), classes, backend.describe().c_str(),
-        precision_name(recipe.precision).c_str(), layout_name(model->layout()).c_str(), data.train->size(),
-        data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size, recipe.batch);
-    if (replicas.active()) {
-      std::fprintf(stderr, "stoke train: %s; %d images per step\n", replicas.describe().c_str(),
-                   recipe.batch * comm.world());
-    }
-    // What the datasets left out when they opened: never read, so neither trained on nor skipped.
-    print_left_out("stoke train", data.train_path.string(), left_out_of(*data.train));
-    if (data.val) print_left_out("stoke train", data.val_path.string(), left_out_of(*data.val));
+  std::fprintf(
+      stderr, "stoke train: %s (%s parameters, %d classes) on %s in %s %s; %zu training images%s, %dx%d, batch %d\n",
+      recipe.model.c_str(), parameters.c_str(), run.classes(), run.backend().describe().c_str(),
+      precision_name(recipe.precision).c_str(), layout_name(run.model().layout()).c_str(), data.train->size(),
+      data.val ? (", " + std::to_string(data.val->size()) + " validation").c_str() : "", size, size, recipe.batch);
+  if (run.world() > 1) {
+    std::fprintf(stderr, "stoke train: %s; %d images per step\n", run.describe_ranks().c_str(),
+                 recipe.batch * run.world());
   }
-  FitOptions options = fit_options(recipe, data.train->classes(), shape.channels);
-  options.trace_file = c.trace;
-  options.communicator = &comm;
-  options.shard_remainder = c.shard_remainder == "pad" ? nodes::ShardRemainder::pad : nodes::ShardRemainder::drop;
+  print_left_out("stoke train", data.train_path.string(), left_out_of(*data.train));
+  if (data.val) print_left_out("stoke train", data.val_path.string(), left_out_of(*data.val));
+}
 
-  // ---- what the run shows: a progress line, a JSON or text line per epoch, the HTML report
-  const auto gpu_busy = [&]() -> std::optional<double> {  // NVML's utilization (nothing on the CPU device)
-    if (const auto stats = gpu_monitor.stats(); stats.last) return stats.last->utilization_pct / 100.0;
-    return std::nullopt;
-  };
-  // The compute step's busy share, as the epoch lines and the report give it; NVML's
-  // utilization beside it on a GPU, under its own name.
-  ProgressLine progress_line(!quiet);
+using GpuBusy = std::function<std::optional<double>()>;
+
+// The progress line of the training pass (the compute step's busy share, NVML's utilization
+// beside it on a GPU, under its own name) and rank 0's line per epoch, text or JSON.
+FitCallbacks show_progress(const TrainConfig& c, const dist::Communicator& comm, ProgressLine& line,
+                           const GpuBusy& gpu_busy) {
   FitCallbacks callbacks;
-  callbacks.on_progress = [&](const FitProgress& p) {
+  callbacks.on_progress = [&line, gpu_busy, epochs = c.recipe.epochs](const FitProgress& p) {
     if (p.phase != Phase::train) return;
     const Limit limit = find_limit(p.totals.report.stages, "train", p.totals.seconds);  // this epoch's
     char gpu_text[48] = "";
@@ -344,15 +300,15 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
     std::snprintf(suffix, sizeof suffix, "compute busy %.0f%%%s (limit: %s)", 100 * limit.compute_busy, gpu_text,
                   limit.stage.empty() ? "-" : limit.stage.c_str());
     const double loss = p.totals.images > 0 ? p.totals.loss_sum / static_cast<double>(p.totals.images) : 0.0;
-    progress_line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(recipe.epochs), p.totals.images,
-                       p.pass_images, p.totals.seconds, loss, static_cast<double>(p.lr), suffix);
+    line.show("epoch " + std::to_string(p.epoch) + "/" + std::to_string(epochs), p.totals.images, p.pass_images,
+              p.totals.seconds, loss, static_cast<double>(p.lr), suffix);
   };
-  callbacks.on_pass_end = [&](std::int64_t, Phase phase, const EpochTotals&) {
-    if (phase == Phase::train) progress_line.clear();
+  callbacks.on_pass_end = [&line](std::int64_t, Phase phase, const EpochTotals&) {
+    if (phase == Phase::train) line.clear();
   };
-  callbacks.on_epoch = [&](const EpochSummary& s) {
-    if (comm.rank() != 0) return true;
-    if (c.json) {
+  callbacks.on_epoch = [json = c.json, rank = comm.rank(), alone = comm.world() == 1](const EpochSummary& s) {
+    if (rank != 0) return true;
+    if (json) {
       print_json(to_json(s));
     } else {
       print_epoch(s);
@@ -361,23 +317,76 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
     return true;
   };
   if (!c.checkpoint.empty()) callbacks.checkpoint = checkpoint_every_epoch(c.checkpoint);
-  RunRecorder recorder;
-  if (!c.report.empty() && comm.rank() == 0) {
-    std::vector<std::pair<std::string, std::string>> settings = {
-        {"data", data.train_path.string()},
-        {"validation", data.val ? data.val_path.string() : "none"},
-        {"model", recipe.model + " (" + parameters + " parameters)"},
-        {"device", backend.describe()}};
-    for (auto& row : settings_of(recipe)) settings.push_back(std::move(row));
-    recorder.left_out(data.train_path.string(), left_out_of(*data.train));
-    if (data.val) recorder.left_out(data.val_path.string(), left_out_of(*data.val));
-    callbacks = record_fit(
-        recorder, std::move(callbacks),
-        {.html = c.report, .title = "stoke train: " + recipe.model, .settings = settings, .gpu_busy = gpu_busy});
+  return callbacks;
+}
+
+// `callbacks`, recording the run into `recorder` for the HTML page at `html`: the settings, what
+// the datasets left out, and every epoch.
+FitCallbacks with_report(RunRecorder& recorder, const Run& run, const std::string& html, FitCallbacks callbacks,
+                         const GpuBusy& gpu_busy) {
+  const Recipe& recipe = run.recipe();
+  const TrainingData& data = run.data();
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"data", data.train_path.string()},
+      {"validation", data.val ? data.val_path.string() : "none"},
+      {"model", recipe.model + " (" + std::to_string(nn::parameter_count(run.model())) + " parameters)"},
+      {"device", run.backend().describe()}};
+  for (auto& row : settings_of(recipe)) settings.push_back(std::move(row));
+  recorder.left_out(data.train_path.string(), left_out_of(*data.train));
+  if (data.val) recorder.left_out(data.val_path.string(), left_out_of(*data.val));
+  return record_fit(
+      recorder, std::move(callbacks),
+      {.html = html, .title = "stoke train: " + recipe.model, .settings = settings, .gpu_busy = gpu_busy});
+}
+
+}  // namespace
+
+// The run, once the options are parsed, as rank comm.rank() of comm.world() (1: alone).
+int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) {
+  const Recipe& recipe = c.recipe;
+  // Rank 0 speaks for the run; the others print only what goes wrong.
+  if (comm.rank() != 0) c.json = false;
+  const bool quiet = c.json || comm.rank() != 0;
+  TrainingData data = open_data(c, comm);
+
+  // One GPU per local rank: "cuda" (or "auto" on a machine with GPUs) becomes cuda:<local rank>.
+  ComputeContext machine = make_compute(rank_device(c.device, comm), quiet ? nullptr : &std::cerr);
+  if (c.deterministic && !machine.device.is_cpu()) {
+    return cli.usage_error(
+        "--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
+        "add --device cpu");
   }
+  if (!machine.backend->supports(recipe.precision, gpu::TensorLayout::nchw)) {
+    return cli.usage_error("--precision " + c.precision + " needs a CUDA device; " + machine.backend->describe() +
+                           " computes in fp32 only");
+  }
+  const gpu::NvmlMonitor gpu_monitor(machine.device, std::chrono::milliseconds(500));
+  // The datasets, the model, the gradient sync over the ranks (NCCL on GPUs, MPI on CPU ranks;
+  // batch norm over every rank's batch with --sync-bn) and the trainer, resumed when asked.
+  Run run(recipe, std::move(data), std::move(machine),
+          {.communicator = &comm,
+           .data_parallel = {.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024), .sync_bn = c.sync_bn},
+           .resume = c.resume});
+  if (!c.checkpoint.empty() && comm.rank() == 0) fs::create_directories(c.checkpoint);
+  if (const fs::path folder = fs::path(c.report).parent_path(); !folder.empty()) fs::create_directories(folder);
+  if (!quiet) print_start(run, c.resume);
+  FitOptions options = run.fit_options();
+  options.trace_file = c.trace;
+  options.shard_remainder = c.shard_remainder == "pad" ? nodes::ShardRemainder::pad : nodes::ShardRemainder::drop;
+
+  // ---- what the run shows: a progress line, a JSON or text line per epoch, the HTML report
+  const GpuBusy gpu_busy = [&]() -> std::optional<double> {  // NVML's utilization (nothing on the CPU device)
+    if (const auto stats = gpu_monitor.stats(); stats.last) return stats.last->utilization_pct / 100.0;
+    return std::nullopt;
+  };
+  ProgressLine progress_line(!quiet);
+  FitCallbacks callbacks = show_progress(c, comm, progress_line, gpu_busy);
+  RunRecorder recorder;
+  if (!c.report.empty() && comm.rank() == 0)
+    callbacks = with_report(recorder, run, c.report, std::move(callbacks), gpu_busy);
 
   const graph::SignalStop signals(2);  // Ctrl-C: the step finishes, a checkpoint is written; again: exit now
-  const FitResult result = fit(trainer, data.train, data.val, options, callbacks);
+  const FitResult result = run.fit(callbacks, options);
   if (comm.rank() != 0) return result.interrupted ? 130 : 0;
   if (c.json) print_json(to_json(result));
   print_skips(result);

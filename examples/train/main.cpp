@@ -11,10 +11,7 @@
 #include <exception>
 #include <iostream>
 #include <stoke/dist/communicator.hpp>
-#include <stoke/train/compute.hpp>
-#include <stoke/train/data_parallel.hpp>
-#include <stoke/train/fit.hpp>
-#include <stoke/train/recipe.hpp>
+#include <stoke/train/run.hpp>
 #include <string>
 
 namespace st = stoke::train;
@@ -31,16 +28,9 @@ int main(int argc, char** argv) try {
   // One rank alone, or each rank of a job that mpirun (or srun) started: the gradients are then
   // averaged over the ranks, each trains on its share of every epoch and rank 0 prints and saves.
   const auto comm = stoke::dist::connect();
-  const st::TrainingData data = st::open_training_data(argv[1], {}, "auto", recipe.batch);
-  const st::ComputeContext compute =
-      st::make_compute(st::rank_device("auto", *comm), comm->rank() == 0 ? &std::cerr : nullptr);
-  const auto model = st::make_model(recipe, static_cast<int>(data.train->classes().size()), *compute.backend);
-  const st::DataParallel replicas(*comm, compute.device, *compute.backend, *model);
-  stoke::nn::TrainerOptions settings = st::trainer_options(recipe, data.train->size() / comm->world());
-  replicas.attach(settings);
-  stoke::nn::Trainer trainer(*model, *compute.backend, settings);
-  st::FitOptions options = st::fit_options(recipe, data.train->classes());
-  options.communicator = comm.get();
+  st::Run run(recipe, st::open_training_data(argv[1], {}, "auto", recipe.batch),
+              st::make_compute(st::rank_device("auto", *comm), comm->rank() == 0 ? &std::cerr : nullptr),
+              {.communicator = comm.get()});
 
   const bool speaks = comm->rank() == 0;
   st::FitCallbacks callbacks{.on_epoch =
@@ -52,7 +42,7 @@ int main(int argc, char** argv) try {
                                    return true;  // false would stop here
                                  },
                              .checkpoint = st::checkpoint_every_epoch(out)};
-  const st::FitResult result = st::fit(trainer, data.train, data.val, options, callbacks);
+  const st::FitResult result = run.fit(callbacks);
   if (speaks) {
     std::printf("example: done after epoch %lld; checkpoint %s\n", static_cast<long long>(result.epochs),
                 result.checkpoint.c_str());

@@ -1,10 +1,10 @@
 // DataParallel: what one rank of a data-parallel run owns beside its model, chosen once when the
 // run is put together -- the gradient sync over the ranks (NCCL on GPUs, MPI on a thread of its own
 // on CPU ranks) and, with sync_bn, batch norm's sums over every rank's batch -- and where it plugs
-// into the Trainer. A run of one rank gets an inactive one, which leaves the trainer as it is.
+// into the Trainer. train::Run (run.hpp) makes one when it is given a communicator; by hand:
 //
 //   const auto comm = dist::connect();
-//   const ComputeContext machine = make_compute(rank_device("auto", *comm));
+//   const ComputeContext machine = make_compute(rank_device("auto", *comm), &std::cerr);
 //   auto model = make_model(recipe, classes, *machine.backend);
 //   DataParallel replicas(*comm, machine.device, *machine.backend, *model, {.sync_bn = true});
 //   nn::TrainerOptions options = trainer_options(recipe, train_size / comm->world());
