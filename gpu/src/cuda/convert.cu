@@ -23,7 +23,7 @@
 #include <cstdint>
 
 #include "../convert_kernel.hpp"
-#include "cuda_internal.hpp"
+#include "cuda/cuda_internal.hpp"
 #include "stoke/gpu/device.hpp"
 #include "stoke/gpu/error.hpp"
 

@@ -1,6 +1,7 @@
-// The simulator's versions of stoke's kernel launchers (gpu/src/cuda/*.cu), which stoke_gpu_sim
-// links instead of the CUDA ones: each validates like the real launcher, then enqueues on the
-// stream what the kernel computes, as a CPU function that runs when the stream gets there.
+// The simulator's versions of stoke's kernel launchers (gpu_runtime/src/cuda/*.cu and
+// gpu/src/cuda/*.cu), which stoke_gpu_sim links instead of the CUDA ones: each validates like the
+// real launcher, then enqueues on the stream what the kernel computes, as a CPU function that runs
+// when the stream gets there.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

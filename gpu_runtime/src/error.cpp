@@ -9,7 +9,7 @@
 namespace stoke::gpu {
 namespace {
 
-// A file inside stoke's source tree is named by its path there ("gpu/src/cuda/memory.cpp"); any
+// A file inside stoke's source tree is named by its path there ("gpu_runtime/src/cuda/memory.cpp"); any
 // other (a user's) is left as the compiler spelled it.
 std::string_view short_file(std::string_view file) {
 #ifdef STOKE_SOURCE_DIR

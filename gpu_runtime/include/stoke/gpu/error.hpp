@@ -2,7 +2,7 @@
 //
 //   STOKE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream.native()));
 //
-// throws CudaError("gpu/src/memory.cpp:42: cudaMemcpyAsync(...) failed: cudaErrorInvalidValue
+// throws CudaError("gpu_runtime/src/cuda/memory.cpp:42: cudaMemcpyAsync(...) failed: cudaErrorInvalidValue
 // (invalid argument)"), or CudaOutOfMemory when the device ran out of memory. The macros are for
 // code that includes CUDA's own headers; this header does not, so it is safe everywhere.
 #pragma once
