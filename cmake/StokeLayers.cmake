@@ -70,3 +70,27 @@ function(stoke_check_layers target)
     endforeach()
   endwhile()
 endfunction()
+
+# stoke_check_sources(<what> DIRECTORY <dir> FORBID <layer>...)
+#
+# Fails the configure when a source file directly in <dir> (.cpp, .hpp, .h, .cu) includes a header
+# of a forbidden layer (<stoke/<layer>/...>) or names its namespace (<layer>::), naming the file and
+# the line. For code that links a layer through another and must speak only the other's API: the
+# Python module links stoke::train, which links stoke::nodes, so the link check alone cannot see
+# python/ reach past train into nodes.
+function(stoke_check_sources what)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "DIRECTORY" "FORBID")
+  file(GLOB sources CONFIGURE_DEPENDS "${arg_DIRECTORY}/*.cpp" "${arg_DIRECTORY}/*.hpp" "${arg_DIRECTORY}/*.h"
+       "${arg_DIRECTORY}/*.cu")
+  foreach(layer IN LISTS arg_FORBID)
+    foreach(source IN LISTS sources)
+      file(STRINGS "${source}" hits REGEX "stoke/${layer}/|(^|[^A-Za-z0-9_])${layer}::")
+      if(hits)
+        list(GET hits 0 first)
+        string(STRIP "${first}" first)
+        message(FATAL_ERROR "stoke: layering: ${what} must not use ${layer} directly, but ${source} does: "
+          "'${first}'. See docs/architecture.md for what each layer may use.")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()

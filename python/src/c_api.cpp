@@ -1,14 +1,12 @@
 // The C ABI of stoke_c.h: stoke::train::Loader for ctypes. Each entry point turns a C++ exception
 // into a status code and a message, so that none crosses the C boundary.
-#include "stoke_c.h"
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
@@ -17,6 +15,7 @@
 
 #include "batch_fields.hpp"
 #include "settings.hpp"
+#include "stoke_c.h"
 
 struct stoke_loader {
   stoke::train::Loader loader;
@@ -24,7 +23,6 @@ struct stoke_loader {
 
 struct stoke_batch {
   stoke::python::BatchOwner owner;
-  std::vector<stoke::python::BatchField> fields;
 };
 
 namespace {
@@ -76,7 +74,8 @@ void stoke_string_free(char* text) { std::free(text); }
 int stoke_loader_new(const char* settings_json, stoke_loader** out) {
   return guarded([&] {
     const stoke::python::Settings s = stoke::python::settings_from_json(settings_json);
-    *out = new stoke_loader{stoke::train::Loader(stoke::python::open_dataset(s), stoke::python::input_config(s), s.epochs)};
+    *out = new stoke_loader{
+        stoke::train::Loader(stoke::python::open_dataset(s), stoke::python::input_config(s), s.epochs)};
     return 0;
   });
 }
@@ -113,12 +112,10 @@ int stoke_loader_begin(stoke_loader* l) {
 
 int stoke_loader_next(stoke_loader* l, int timeout_ms, stoke_batch** out) {
   return guarded([&] {
-    std::optional<stoke::nodes::Batch> batch = l->loader.next(std::chrono::milliseconds(timeout_ms));
+    std::optional<stoke::train::LoaderBatch> batch = l->loader.next(std::chrono::milliseconds(timeout_ms));
     if (!batch) return 2;
     if (!batch->valid()) return 0;
-    auto owner = std::make_shared<stoke::nodes::Batch>(std::move(*batch));
-    auto fields = stoke::python::batch_fields(*owner);
-    *out = new stoke_batch{std::move(owner), std::move(fields)};
+    *out = new stoke_batch{std::make_shared<const stoke::train::LoaderBatch>(std::move(*batch))};
     return 1;
   });
 }
@@ -162,16 +159,16 @@ int stoke_loader_write_report(stoke_loader* l, const char* path) {
 
 int stoke_batch_describe(stoke_batch* b, char** json) {
   return guarded([&] {
-    const stoke::nodes::Batch& batch = *b->owner;
-    const stoke::python::SlotBlock block = stoke::python::slot_block(batch);
+    const stoke::train::LoaderBatch& batch = *b->owner;
+    const auto block = reinterpret_cast<std::uintptr_t>(batch.block().data());  // the pixels lie at its start
     nlohmann::json out;
     out["epoch"] = batch.epoch();
     out["names"] = nlohmann::json::array();
     for (const std::string& name : batch.names()) out["names"].push_back(name);
-    out["address"] = reinterpret_cast<std::uintptr_t>(batch.data().data());
-    out["block"] = {block.address, block.bytes};
+    out["address"] = block;
+    out["block"] = {block, batch.block().size()};
     out["fields"] = nlohmann::json::array();
-    for (const auto& field : b->fields) out["fields"].push_back(field.name);
+    for (const auto& field : batch.fields()) out["fields"].push_back(field.name);
     // Names are paths: bytes that are not UTF-8 are replaced rather than failing the batch.
     *json = copy_string(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
@@ -180,9 +177,9 @@ int stoke_batch_describe(stoke_batch* b, char** json) {
 
 int stoke_batch_tensor(stoke_batch* b, int field, DLManagedTensor** out) {
   return guarded([&] {
-    if (field < 0 || static_cast<std::size_t>(field) >= b->fields.size())
+    if (field < 0 || static_cast<std::size_t>(field) >= b->owner->fields().size())
       throw std::out_of_range("stoke_batch_tensor: no field " + std::to_string(field));
-    *out = stoke::python::dlpack_tensor(b->owner, b->fields[static_cast<std::size_t>(field)]);
+    *out = stoke::python::dlpack_tensor(b->owner, b->owner->fields()[static_cast<std::size_t>(field)]);
     return 0;
   });
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
@@ -23,20 +24,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One batch as Python sees it: a dict of DLPack capsules by field name (batch_fields()), "names"
-// (a list of str), "epoch", "address" (the slot's pixel memory, for tests of zero-copy) and
-// "block" (address, bytes): the slot's whole block, which device="cuda" pins once.
-py::dict batch_dict(nodes::Batch batch) {
+// One batch as Python sees it: a dict of DLPack capsules by field name (LoaderBatch::fields()),
+// "names" (a list of str), "epoch", "address" (the slot's pixel memory, for tests of zero-copy)
+// and "block" (address, bytes): the slot's whole block, which device="cuda" pins once.
+py::dict batch_dict(train::LoaderBatch batch) {
   py::dict out;
-  out["address"] = reinterpret_cast<std::uintptr_t>(batch.data().data());
-  const SlotBlock block = slot_block(batch);
-  out["block"] = py::make_tuple(block.address, block.bytes);
+  const std::span<const std::byte> block = batch.block();
+  out["address"] = reinterpret_cast<std::uintptr_t>(block.data());  // the pixels lie at the block's start
+  out["block"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(block.data()), block.size());
   out["epoch"] = batch.epoch();
   py::list names;
   for (const std::string& name : batch.names()) names.append(name);
   out["names"] = names;
-  auto owner = std::make_shared<nodes::Batch>(std::move(batch));
-  for (const BatchField& field : batch_fields(*owner))
+  auto owner = std::make_shared<const train::LoaderBatch>(std::move(batch));
+  for (const train::BatchField& field : owner->fields())
     out[field.name.c_str()] = py::reinterpret_steal<py::object>(dlpack_capsule(dlpack_tensor(owner, field)));
   return out;
 }
@@ -53,7 +54,7 @@ class NativeLoader {
   // 100 ms, so that Ctrl-C (KeyboardInterrupt) interrupts a wait promptly.
   py::object next() {
     for (;;) {
-      std::optional<nodes::Batch> batch;
+      std::optional<train::LoaderBatch> batch;
       {
         py::gil_scoped_release no_gil;
         batch = loader_.next(100ms);
@@ -92,7 +93,9 @@ PYBIND11_MODULE(_native, m) {
   });
 
   py::class_<NativeLoader>(m, "NativeLoader")
-      .def(py::init([](const std::string& settings_json) { return new NativeLoader(python::settings_from_json(settings_json)); }),
+      .def(py::init([](const std::string& settings_json) {
+             return new NativeLoader(python::settings_from_json(settings_json));
+           }),
            py::arg("settings_json"), py::call_guard<py::gil_scoped_release>())
       .def("__len__", &NativeLoader::size)
       .def("begin", &NativeLoader::begin, py::call_guard<py::gil_scoped_release>())
@@ -105,8 +108,11 @@ PYBIND11_MODULE(_native, m) {
              const train::LoaderPosition at = l.loader().position();
              return py::make_tuple(at.epoch, at.position);
            })
-      .def("seek", [](NativeLoader& l, std::uint32_t epoch,
-                      std::size_t position) { l.loader().seek({epoch, position}); })
-      .def("stats_json", [](NativeLoader& l) { return train::to_json(l.loader().stats(), l.loader().position()).dump(); })
+      .def("seek",
+           [](NativeLoader& l, std::uint32_t epoch, std::size_t position) {
+             l.loader().seek({epoch, position});
+           })
+      .def("stats_json",
+           [](NativeLoader& l) { return train::to_json(l.loader().stats(), l.loader().position()).dump(); })
       .def("write_report", [](NativeLoader& l, const std::filesystem::path& path) { l.loader().write_report(path); });
 }

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
-#include <stoke/nodes/plugin.hpp>
-#include <stoke/nodes/registry.hpp>
 #include <vector>
 
 namespace stoke::python {
@@ -17,16 +15,16 @@ graph::OnError on_error_of(const std::string& word) {
   throw std::invalid_argument("on_error must be 'skip' or 'fail', not '" + word + "'");
 }
 
-nodes::ShardRemainder remainder_of(const std::string& word) {
-  if (word == "pad") return nodes::ShardRemainder::pad;
-  if (word == "drop") return nodes::ShardRemainder::drop;
-  if (word == "uneven") return nodes::ShardRemainder::uneven;
+train::ShardRemainder remainder_of(const std::string& word) {
+  if (word == "pad") return train::ShardRemainder::pad;
+  if (word == "drop") return train::ShardRemainder::drop;
+  if (word == "uneven") return train::ShardRemainder::uneven;
   throw std::invalid_argument("remainder must be 'pad', 'drop' or 'uneven', not '" + word + "'");
 }
 
-nodes::DecodeColor color_of(const std::string& word) {
-  if (word == "rgb") return nodes::DecodeColor::rgb;
-  if (word == "keep") return nodes::DecodeColor::keep;
+train::DecodeColor color_of(const std::string& word) {
+  if (word == "rgb") return train::DecodeColor::rgb;
+  if (word == "keep") return train::DecodeColor::keep;
   throw std::invalid_argument("color must be 'rgb' or 'keep', not '" + word + "'");
 }
 
@@ -100,8 +98,8 @@ train::InputConfig input_config(const Settings& s) {
   return c;
 }
 
-nodes::DatasetPtr open_dataset(const Settings& s) {
-  for (const std::string& plugin : s.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
+train::DatasetPtr open_dataset(const Settings& s) {
+  for (const std::string& plugin : s.plugins) train::load_plugin(plugin);
   return train::open_dataset(s.data, s.format);
 }
 

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stoke/nodes/dataset.hpp>
 #include <stoke/train/input.hpp>
 #include <string>
 #include <string_view>
@@ -45,7 +44,7 @@ Settings settings_from_json(std::string_view json);
 /// remainder, color), a rank not below world or a zero batch size.
 train::InputConfig input_config(const Settings& s);
 
-/// Loads the settings' plugins into the builtin registry, then opens their dataset.
-nodes::DatasetPtr open_dataset(const Settings& s);
+/// Loads the settings' plugins into the built-in registries, then opens their dataset.
+train::DatasetPtr open_dataset(const Settings& s);
 
 }  // namespace stoke::python

@@ -206,7 +206,7 @@ class Loader:
             the environment before torch is imported; by default they spin and hold the cores).
             torch's threads then win a core whenever they can run; the loader's threads take the
             time they leave, and when the loop waits for a batch it sleeps and they have the cores.
-            On 2 cores this trained 1.1-1.2x faster than nice 0 (docs/benchmarks.md). Threads of
+            On 2 cores this trained faster than nice 0 (the figures: docs/benchmarks.md). Threads of
             oneTBB that served the loader get their priority back afterwards only where the process
             may raise it (root, CAP_SYS_NICE); elsewhere they keep the lower one.
         on_error: "skip" (an unreadable or undecodable file is left out, counted and named in

@@ -47,9 +47,9 @@ InputConfig config_for_loader() {
 std::vector<Seen> epoch_of(Loader& loader) {
   std::vector<Seen> out;
   loader.begin();
-  while (std::optional<nodes::Batch> b = loader.next()) {
+  while (std::optional<LoaderBatch> b = loader.next()) {
     if (!b->valid()) break;
-    out.push_back(seen(*b));
+    out.push_back(seen(b->batch()));
   }
   return out;
 }
@@ -104,9 +104,9 @@ TEST_F(LoaderTest, APositionTakenMidEpochResumesWithTheSameBatchesInAnotherLoade
     loader.begin();    // epoch 1
     for (int i = 0; i < 2; ++i) ASSERT_TRUE(loader.next()->valid());
     saved = loader.position();
-    while (std::optional<nodes::Batch> b = loader.next()) {
+    while (std::optional<LoaderBatch> b = loader.next()) {
       if (!b->valid()) break;
-      rest.push_back(seen(*b));
+      rest.push_back(seen(b->batch()));
     }
   }
   EXPECT_EQ(saved, (LoaderPosition{1, 8}));
@@ -117,6 +117,38 @@ TEST_F(LoaderTest, APositionTakenMidEpochResumesWithTheSameBatchesInAnotherLoade
   EXPECT_EQ(resumed.position(), (LoaderPosition{2, 0}));
 }
 
+// A LoaderBatch's fields view its slot (no copy): named, typed and shaped as the batch is laid out.
+TEST_F(LoaderTest, TheBatchesFieldsViewTheSlotWithTheirTypesAndShapes) {
+  const InputConfig config = config_for_loader();
+  Loader loader(dataset, config);
+  loader.begin();
+  const std::optional<LoaderBatch> b = loader.next();
+  ASSERT_TRUE(b && b->valid());
+  const nodes::Batch& batch = b->batch();
+  std::vector<std::string> names;
+  for (const BatchField& f : b->fields()) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"images", "labels", "indices"}));
+  const auto n = static_cast<std::int64_t>(b->size());
+  const BatchField& images = *b->field("images");
+  EXPECT_EQ(images.data, static_cast<const void*>(batch.data().data()));
+  const bool nchw = batch.shape().layout == nodes::BatchLayout::nchw;
+  const std::int64_t side = config.size;
+  EXPECT_EQ(images.shape,
+            nchw ? (std::vector<std::int64_t>{n, 3, side, side}) : (std::vector<std::int64_t>{n, side, side, 3}));
+  EXPECT_EQ(images.type, (FieldType{nchw ? FieldType::Kind::floating : FieldType::Kind::unsigned_int,
+                                    static_cast<std::uint8_t>(nchw ? 32 : 8)}));
+  EXPECT_EQ(b->field("labels")->type, (FieldType{FieldType::Kind::signed_int, 32}));
+  EXPECT_EQ(b->field("labels")->data, static_cast<const void*>(batch.labels().data()));
+  EXPECT_EQ(b->field("indices")->shape, std::vector<std::int64_t>{n});
+  EXPECT_EQ(b->field("mask"), nullptr);
+  // Every field lies in the slot's block, which starts at the pixels.
+  EXPECT_EQ(static_cast<const void*>(b->block().data()), images.data);
+  for (const BatchField& f : b->fields()) {
+    const auto* at = static_cast<const std::byte*>(f.data);
+    EXPECT_TRUE(at >= b->block().data() && at < b->block().data() + b->block().size()) << f.name;
+  }
+}
+
 TEST_F(LoaderTest, AnEpochLeftEarlyCountsAsDoneAndSetEpochChoosesTheNext) {
   const InputConfig config = config_for_loader();
   Loader loader(dataset, config);
@@ -124,7 +156,7 @@ TEST_F(LoaderTest, AnEpochLeftEarlyCountsAsDoneAndSetEpochChoosesTheNext) {
   ASSERT_TRUE(loader.next()->valid());
   loader.begin();  // as a new DataLoader iterator: the next epoch, from its start
   EXPECT_EQ(loader.position(), (LoaderPosition{1, 0}));
-  const std::optional<nodes::Batch> first = loader.next();
+  const std::optional<LoaderBatch> first = loader.next();
   ASSERT_TRUE(first && first->valid());
   EXPECT_EQ(first->epoch(), 1u);
 
@@ -177,15 +209,15 @@ TEST_F(LoaderTest, ACallerThatKeepsBatchesMakesThePipelineWaitForASlot) {
   config.prefetch = 2;    // a pool of prefetch + 2 = 4 slots
   Loader loader(dataset, config);
   loader.begin();
-  std::vector<nodes::Batch> kept;
+  std::vector<LoaderBatch> kept;
   for (int i = 0; i < 4; ++i) {
-    std::optional<nodes::Batch> b = loader.next(5s);
+    std::optional<LoaderBatch> b = loader.next(5s);
     ASSERT_TRUE(b && b->valid()) << i;
     kept.push_back(std::move(*b));
   }
   EXPECT_FALSE(loader.next(300ms).has_value()) << "a fifth batch while the caller holds the 4 slots";
   kept.erase(kept.begin());  // one slot back
-  const std::optional<nodes::Batch> fifth = loader.next(5s);
+  const std::optional<LoaderBatch> fifth = loader.next(5s);
   ASSERT_TRUE(fifth && fifth->valid());
   EXPECT_EQ(loader.position().position, 10u);
 }
@@ -207,9 +239,7 @@ TEST_F(LoaderTest, RanksShareEachEpochInEqualParts) {
 }
 
 TEST_F(LoaderTest, AnUnreadableFileIsSkippedAndNamedOrFailsTheEpochNamingIt) {
-  {
-    std::ofstream(dataset->name(3), std::ios::trunc) << "not a jpeg";
-  }
+  { std::ofstream(dataset->name(3), std::ios::trunc) << "not a jpeg"; }
   InputConfig config = config_for_loader();
   {
     Loader loader(dataset, config);

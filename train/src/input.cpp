@@ -6,6 +6,7 @@
 #include <stoke/nodes/dataset_registry.hpp>
 #include <stoke/nodes/decode_augment.hpp>
 #include <stoke/nodes/normalize.hpp>
+#include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
 #include <stoke/nodes/opencv_codec.hpp>
@@ -20,6 +21,8 @@
 namespace stoke::train {
 
 namespace fs = std::filesystem;
+
+void load_plugin(const fs::path& path) { nodes::load_plugin(path, nodes::Registry::builtin()); }
 
 nodes::DatasetPtr open_dataset(const fs::path& path, const std::string& format) {
   return nodes::DatasetRegistry::builtin().open(path, format);

@@ -55,18 +55,18 @@ struct Run {
   graph::RunReport report;  // once ended
   std::thread thread;
 
-  Run(nodes::DatasetPtr dataset, const InputConfig& c) : config(c), input(make_input(std::move(dataset), c)), pipe(options()) {
+  Run(nodes::DatasetPtr dataset, const InputConfig& c)
+      : config(c), input(make_input(std::move(dataset), c)), pipe(options()) {
     add_input(pipe, input, config)
-        .sink(
-            "loader",
-            [this](nodes::Batch batch) {
-              {
-                const std::lock_guard lock(mutex);
-                queue.push_back(std::move(batch));
-              }
-              filled.notify_one();
-            },
-            {.capacity = config.prefetch});
+        .sink("loader",
+              [this](nodes::Batch batch) {
+                {
+                  const std::lock_guard lock(mutex);
+                  queue.push_back(std::move(batch));
+                }
+                filled.notify_one();
+              },
+              {.capacity = config.prefetch});
     thread = std::thread([this] {
       graph::RunReport r;
       std::exception_ptr error;
@@ -124,11 +124,11 @@ struct Loader::Impl {
   // called from another thread and read them under it); its own reads need no lock.
   mutable std::mutex shared;
   std::shared_ptr<Run> run;
-  LoaderPosition at;          // where the caller stands
-  LoaderPosition stream_at;   // where the running pipeline's next batch continues from
-  bool in_epoch = false;      // begin() was called and the epoch has not ended
-  bool handed = false;        // a batch of this epoch was returned
-  bool chosen = false;        // set_epoch() or seek() named the next epoch
+  LoaderPosition at;                    // where the caller stands
+  LoaderPosition stream_at;             // where the running pipeline's next batch continues from
+  bool in_epoch = false;                // begin() was called and the epoch has not ended
+  bool handed = false;                  // a batch of this epoch was returned
+  bool chosen = false;                  // set_epoch() or seek() named the next epoch
   std::optional<nodes::Batch> pending;  // the next epoch's first batch, seen at this one's end
   std::vector<std::uint32_t> positions;
   std::uint32_t positions_epoch = ~std::uint32_t{0};
@@ -371,7 +371,11 @@ LoaderPosition Loader::position() const noexcept {
 
 void Loader::begin() { impl_->begin(); }
 
-std::optional<nodes::Batch> Loader::next(std::chrono::milliseconds wait) { return impl_->next(wait); }
+std::optional<LoaderBatch> Loader::next(std::chrono::milliseconds wait) {
+  std::optional<nodes::Batch> batch = impl_->next(wait);
+  if (!batch) return std::nullopt;
+  return LoaderBatch(std::move(*batch));
+}
 
 LoaderStats Loader::stats() const { return impl_->stats(); }
 

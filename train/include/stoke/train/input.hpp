@@ -19,6 +19,18 @@
 
 namespace stoke::train {
 
+// nodes' types that train's own API takes and gives, under train's names: a program (or a
+// binding) written against train needs no other layer's names.
+using nodes::DatasetPtr;
+using nodes::DecodeColor;
+using nodes::ShardRemainder;
+
+/// Loads the plugin library at `path` (nodes/plugin.hpp) into the built-in registries: its
+/// transforms and its data formats. Loading a library again is a no-op. Throws
+/// std::runtime_error naming the file and what is wrong (missing, not a stoke plugin, built
+/// against another stoke, a name already taken).
+void load_plugin(const std::filesystem::path& path);
+
 /// Opens `path` as `format`, a data format of nodes::DatasetRegistry::builtin() (the built-in ones
 /// and those of loaded plugins): "" or "auto" guesses from the path --
 ///   a folder with CIFAR batch files                      CIFAR-10/100 (train split)

@@ -5,7 +5,7 @@
 //   stoke::train::Loader loader(stoke::train::open_dataset("photos/train"), {.batch_size = 64, .size = 224});
 //   for (int epoch = 0; epoch < 10; ++epoch) {
 //     loader.begin();                                   // epoch `epoch`: its order, its draws
-//     while (stoke::nodes::Batch batch = *loader.next()) step(batch);
+//     for (auto batch = *loader.next(); batch.valid(); batch = *loader.next()) step(batch.fields());
 //   }
 //
 // The pipeline runs on a thread of its own, over the epochs one after another (the next epoch's
@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "stoke/train/input.hpp"
+#include "stoke/train/loader_batch.hpp"
 
 namespace stoke::train {
 
@@ -50,13 +51,13 @@ struct LoaderStats {
   std::vector<graph::Decision> decisions;  ///< the scheduler's moves, in order
   std::uint64_t batches = 0;               ///< handed to the caller
   std::uint64_t images = 0;
-  std::uint64_t skipped = 0;                ///< items skipped (unreadable, undecodable)
-  std::vector<SkippedFile> skipped_files;   ///< the first ones, with the file and why
+  std::uint64_t skipped = 0;               ///< items skipped (unreadable, undecodable)
+  std::vector<SkippedFile> skipped_files;  ///< the first ones, with the file and why
   /// What the dataset left out when it opened (Dataset::ignored(), left_out_of): never read,
   /// apart from `skipped`.
   LeftOut left_out{};
-  double seconds = 0;                       ///< since the pipeline started
-  double waited = 0;  ///< seconds the caller spent in next() waiting for a batch (it was starved)
+  double seconds = 0;  ///< since the pipeline started
+  double waited = 0;   ///< seconds the caller spent in next() waiting for a batch (it was starved)
   std::size_t max_in_flight = 0;
 };
 
@@ -100,13 +101,13 @@ class Loader {
   /// the config's first_epoch and start. The running pipeline goes on when it is already there;
   /// otherwise it is cancelled and a new one starts at the position (its batches are dropped).
   void begin();
-  /// The next batch of the epoch begin() started, or an empty Batch (valid() false) at the
+  /// The next batch of the epoch begin() started, or an empty one (valid() false) at the
   /// epoch's end. Waits for one at most `wait`: std::nullopt when none came by then (a caller
   /// that must look at signals calls again). Rethrows what the pipeline threw (a stage's error
   /// under OnError::fail names the stage and the item's file); the next begin() starts afresh.
   /// Throws std::logic_error outside an epoch and std::runtime_error when the process forked
   /// after the pipeline started (its threads are in the parent only).
-  std::optional<nodes::Batch> next(std::chrono::milliseconds wait = std::chrono::milliseconds::max());
+  std::optional<LoaderBatch> next(std::chrono::milliseconds wait = std::chrono::milliseconds::max());
 
   LoaderStats stats() const;
   /// stats() as JSON (a report for a run's records), written atomically to `path`. Throws
