@@ -103,92 +103,89 @@ void print_autotune_text(const AutotuneBenchResult& r) {
   }
 }
 
-}  // namespace
+constexpr const char* bench_autotune_summary =
+    "Measures stoke's scheduler (--autotune in the other commands). The pipeline: the input stages\n"
+    "(read -> decode + random resized crop, flip, normalize -> batch) on a JPEG corpus, then a\n"
+    "simulated accelerator that takes --compute-ms per batch (on its own thread, queue of 2),\n"
+    "then a counter. Two things run on it:\n"
+    "  (b) a sweep of static settings: decode concurrency 1..--max-concurrency (default 2 x cores;\n"
+    "      read 1, or 2 when decode exceeds the cores), in-flight limit --sweep-depths batches'\n"
+    "      worth, each for --sweep-seconds (measured after a warm-up of 0.5 s at most); the fastest\n"
+    "      is kept (within 0.5%, the one with fewer threads and less in flight);\n"
+    "  (a) the scheduler from the worst start (read 1, decode 1, one batch in flight), its target\n"
+    "      the compute stage, --repeats times for --seconds, alternated with runs of the best\n"
+    "      static setting (b a b a ... b), so that each (a) is compared with the (b) beside it:\n"
+    "      this machine's speed drifts.\n"
+    "For each (a) it prints the throughput over its second half and the ratio to (b) (each rate\n"
+    "the median of whole seconds, so that a second disturbed by other work counts once), the time\n"
+    "to reach 95% of (b) (images in the last second: 1 s at the earliest) and the compute stage's\n"
+    "busy share (the simulated device's); then the medians over the runs, and the moves of the\n"
+    "median run. The targets (on 2 cores): ratio >= 0.95, reached within 10 s, and, when compute\n"
+    "is the bottleneck at the best static setting (busy >= 90% there), busy >= 97% under the\n"
+    "scheduler. The default --compute-ms leaves the input stages the bottleneck; a large one\n"
+    "(e.g. 10) makes compute the bottleneck. Without --data a corpus of shapes is generated in a\n"
+    "temporary folder and deleted at the end.\n\n"
+    "  stoke bench autotune\n"
+    "  stoke bench autotune --compute-ms 10 --json";
 
-int bench_autotune(int argc, char** argv) {
+// What the command line says, once parsed.
+struct AutotuneArgs {
   bench::AutotuneBenchOptions o;
   std::string data, depths_text = "1,2,4,8";
   std::size_t corpus_images = 500;
   int interval_ms = static_cast<int>(o.interval.count()), corpus_side = 320;
   bool json = false;
-  CommandOptions cli("bench autotune",
-                     "Measures stoke's scheduler (--autotune in the other commands). The pipeline: the input stages\n"
-                     "(read -> decode + random resized crop, flip, normalize -> batch) on a JPEG corpus, then a\n"
-                     "simulated accelerator that takes --compute-ms per batch (on its own thread, queue of 2),\n"
-                     "then a counter. Two things run on it:\n"
-                     "  (b) a sweep of static settings: decode concurrency 1..--max-concurrency (default 2 x cores;\n"
-                     "      read 1, or 2 when decode exceeds the cores), in-flight limit --sweep-depths batches'\n"
-                     "      worth, each for --sweep-seconds (measured after a warm-up of 0.5 s at most); the fastest\n"
-                     "      is kept (within 0.5%, the one with fewer threads and less in flight);\n"
-                     "  (a) the scheduler from the worst start (read 1, decode 1, one batch in flight), its target\n"
-                     "      the compute stage, --repeats times for --seconds, alternated with runs of the best\n"
-                     "      static setting (b a b a ... b), so that each (a) is compared with the (b) beside it:\n"
-                     "      this machine's speed drifts.\n"
-                     "For each (a) it prints the throughput over its second half and the ratio to (b) (each rate\n"
-                     "the median of whole seconds, so that a second disturbed by other work counts once), the time\n"
-                     "to reach 95% of (b) (images in the last second: 1 s at the earliest) and the compute stage's\n"
-                     "busy share (the simulated device's); then the medians over the runs, and the moves of the\n"
-                     "median run. The targets (on 2 cores): ratio >= 0.95, reached within 10 s, and, when compute\n"
-                     "is the bottleneck at the best static setting (busy >= 90% there), busy >= 97% under the\n"
-                     "scheduler. The default --compute-ms leaves the input stages the bottleneck; a large one\n"
-                     "(e.g. 10) makes compute the bottleneck. Without --data a corpus of shapes is generated in a\n"
-                     "temporary folder and deleted at the end.\n\n"
-                     "  stoke bench autotune\n"
-                     "  stoke bench autotune --compute-ms 10 --json",
-                     "[options]");
-  cli.add()("data", po::value(&data),
+};
+
+void add_options(CommandOptions& cli, AutotuneArgs& a) {
+  cli.add()("data", po::value(&a.data),
             "an image folder, a .stoke pack, a path,label list file, or a CIFAR folder (default: a generated corpus)")(
-      "corpus-images", po::value(&corpus_images)->default_value(corpus_images),
+      "corpus-images", po::value(&a.corpus_images)->default_value(a.corpus_images),
       "without --data: images in the generated corpus")(
-      "corpus-side", po::value(&corpus_side)->default_value(corpus_side),
+      "corpus-side", po::value(&a.corpus_side)->default_value(a.corpus_side),
       "without --data: width and height of the generated images, pixels")(
-      "batch", po::value(&o.batch)->default_value(o.batch), "images per batch")(
-      "size", po::value(&o.size)->default_value(o.size), "output side in pixels")(
-      "compute-ms", po::value(&o.compute_ms)->default_value(o.compute_ms),
+      "batch", po::value(&a.o.batch)->default_value(a.o.batch), "images per batch")(
+      "size", po::value(&a.o.size)->default_value(a.o.size), "output side in pixels")(
+      "compute-ms", po::value(&a.o.compute_ms)->default_value(a.o.compute_ms),
       "the simulated accelerator's time per batch, milliseconds")(
-      "seconds", po::value(&o.seconds)->default_value(o.seconds), "length of each run with the scheduler")(
-      "repeats", po::value(&o.repeats)->default_value(o.repeats),
+      "seconds", po::value(&a.o.seconds)->default_value(a.o.seconds), "length of each run with the scheduler")(
+      "repeats", po::value(&a.o.repeats)->default_value(a.o.repeats),
       "runs with the scheduler, alternated with runs of the best static setting; medians are reported")(
-      "max-concurrency", po::value(&o.max_concurrency)->default_value(0),
+      "max-concurrency", po::value(&a.o.max_concurrency)->default_value(0),
       "the most concurrent calls of read and decode, in the sweep and for the scheduler (0: 2 x cores)")(
-      "sweep-seconds", po::value(&o.sweep_seconds)->default_value(o.sweep_seconds), "length of each static run")(
-      "sweep-depths", po::value(&depths_text)->default_value(depths_text),
+      "sweep-seconds", po::value(&a.o.sweep_seconds)->default_value(a.o.sweep_seconds), "length of each static run")(
+      "sweep-depths", po::value(&a.depths_text)->default_value(a.depths_text),
       "in-flight limits of the sweep, in batches, comma-separated (a decode count stops at the first "
-      "depth that does not help)")("interval-ms", po::value(&interval_ms)->default_value(interval_ms),
+      "depth that does not help)")("interval-ms", po::value(&a.interval_ms)->default_value(a.interval_ms),
                                    "the scheduler's interval between two looks at the stats")(
-      "seed", po::value(&o.seed)->default_value(o.seed), "seed of the shuffle and the augmentation")(
-      "json", po::bool_switch(&json), "print one JSON line instead of the summary");
-  po::variables_map values;
-  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+      "seed", po::value(&a.o.seed)->default_value(a.o.seed), "seed of the shuffle and the augmentation")(
+      "json", po::bool_switch(&a.json), "print one JSON line instead of the summary");
+}
+
+// A usage mistake the parser cannot see, or "" when there is none; completes a.o.
+std::string check(AutotuneArgs& a) {
+  bench::AutotuneBenchOptions& o = a.o;
   if (!std::isfinite(o.compute_ms) || o.compute_ms <= 0 || o.compute_ms > 60000)
-    return cli.usage_error("--compute-ms must be a time per batch in (0, 60000] milliseconds");
-  if (!std::isfinite(o.seconds) || o.seconds <= 0 || o.seconds > 86400)
-    return cli.usage_error("--seconds must be positive");
+    return "--compute-ms must be a time per batch in (0, 60000] milliseconds";
+  if (!std::isfinite(o.seconds) || o.seconds <= 0 || o.seconds > 86400) return "--seconds must be positive";
   if (!std::isfinite(o.sweep_seconds) || o.sweep_seconds <= 0 || o.sweep_seconds > 86400)
-    return cli.usage_error("--sweep-seconds must be positive");
-  if (o.batch == 0 || o.size <= 0) return cli.usage_error("--batch and --size must be positive");
-  if (interval_ms <= 0) return cli.usage_error("--interval-ms must be positive");
-  if (o.repeats < 1 || o.repeats > 100) return cli.usage_error("--repeats must be in 1..100");
-  if (o.max_concurrency < 0) return cli.usage_error("--max-concurrency must be >= 0");
-  if (corpus_images == 0 || corpus_side < 16 || corpus_side > 4096)
-    return cli.usage_error("--corpus-images must be positive and --corpus-side in 16..4096");
-  const auto depths = parse_depths(depths_text);
-  if (!depths) return cli.usage_error("--sweep-depths must be positive integers separated by commas, e.g. 1,2,4,8");
+    return "--sweep-seconds must be positive";
+  if (o.batch == 0 || o.size <= 0) return "--batch and --size must be positive";
+  if (a.interval_ms <= 0) return "--interval-ms must be positive";
+  if (o.repeats < 1 || o.repeats > 100) return "--repeats must be in 1..100";
+  if (o.max_concurrency < 0) return "--max-concurrency must be >= 0";
+  if (a.corpus_images == 0 || a.corpus_side < 16 || a.corpus_side > 4096)
+    return "--corpus-images must be positive and --corpus-side in 16..4096";
+  const auto depths = parse_depths(a.depths_text);
+  if (!depths) return "--sweep-depths must be positive integers separated by commas, e.g. 1,2,4,8";
   o.sweep_depths = *depths;
-  o.interval = std::chrono::milliseconds(interval_ms);
+  o.interval = std::chrono::milliseconds(a.interval_ms);
+  return "";
+}
 
-  std::optional<bench::GeneratedCorpus> corpus;
-  if (data.empty()) {
-    const auto begin = std::chrono::steady_clock::now();
-    corpus.emplace(corpus_images, corpus_side);
-    data = corpus->train().string();
-    std::fprintf(stderr, "bench autotune: generated %zu JPEGs (%dx%d shapes) in %s in %.1f s; deleted at the end\n",
-                 corpus_images, corpus_side, corpus_side, corpus->root().c_str(),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
-  }
-  const nodes::DatasetPtr dataset = train::open_dataset(data);
-  if (dataset->size() == 0) throw std::runtime_error(data + ": the dataset is empty");
-
+// The sweep's settings and each run's end on stderr; with the text output, each run's start and
+// the scheduler's moves too.
+bench::AutotuneBenchCallbacks progress_callbacks(const bench::AutotuneBenchOptions& o, bool json) {
   bench::AutotuneBenchCallbacks callbacks;
   callbacks.swept = [](const bench::StaticSetting& s, const bench::Window& w) {
     std::fprintf(stderr, "bench autotune: static %-40s %8.1f images/s, compute busy %5.1f%%\n",
@@ -209,6 +206,37 @@ int bench_autotune(int argc, char** argv) {
       std::fprintf(stderr, "autotune %d: %s\n", run, decision_line(d).c_str());
     };
   }
+  return callbacks;
+}
+
+}  // namespace
+
+int bench_autotune(int argc, char** argv) {
+  AutotuneArgs a;
+  bench::AutotuneBenchOptions& o = a.o;
+  CommandOptions cli("bench autotune", bench_autotune_summary, "[options]");
+  add_options(cli, a);
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  if (const std::string mistake = check(a); !mistake.empty()) return cli.usage_error(mistake);
+  std::string data = a.data;
+  const bool json = a.json;
+  const std::size_t corpus_images = a.corpus_images;
+  const int corpus_side = a.corpus_side;
+
+  std::optional<bench::GeneratedCorpus> corpus;
+  if (data.empty()) {
+    const auto begin = std::chrono::steady_clock::now();
+    corpus.emplace(corpus_images, corpus_side);
+    data = corpus->train().string();
+    std::fprintf(stderr, "bench autotune: generated %zu JPEGs (%dx%d shapes) in %s in %.1f s; deleted at the end\n",
+                 corpus_images, corpus_side, corpus_side, corpus->root().c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+  }
+  const nodes::DatasetPtr dataset = train::open_dataset(data);
+  if (dataset->size() == 0) throw std::runtime_error(data + ": the dataset is empty");
+
+  const bench::AutotuneBenchCallbacks callbacks = progress_callbacks(o, json);
   AutotuneBenchResult result = bench::measure_autotune(dataset, o, callbacks);
   result.generated = corpus.has_value();
   if (json) {

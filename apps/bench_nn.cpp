@@ -61,18 +61,16 @@ void print_profile(const nn::LayerProfile& profile, int steps) {
   }
 }
 
-}  // namespace
+constexpr const char* bench_nn_summary =
+    "Measures training throughput of a built-in model on synthetic data already on the device:\n"
+    "each step is forward, softmax cross-entropy, backward and an SGD (momentum) update, the\n"
+    "work of `stoke train` without the input pipeline. Prints images/s over --steps steps after\n"
+    "--warmup untimed ones, and the median per-step time. The peer in PyTorch is\n"
+    "scripts/bench_nn_torch.py; scripts/bench-nn.sh runs both and prints the ratio.\n\n"
+    "  stoke bench nn --model small_cnn --batch 64 --size 32 --device cpu\n"
+    "  stoke bench nn --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last";
 
-int bench_nn(int argc, char** argv) {
-  NnBenchConfig c;
-  CommandOptions cli("bench nn",
-                     "Measures training throughput of a built-in model on synthetic data already on the device:\n"
-                     "each step is forward, softmax cross-entropy, backward and an SGD (momentum) update, the\n"
-                     "work of `stoke train` without the input pipeline. Prints images/s over --steps steps after\n"
-                     "--warmup untimed ones, and the median per-step time. The peer in PyTorch is\n"
-                     "scripts/bench_nn_torch.py; scripts/bench-nn.sh runs both and prints the ratio.\n\n"
-                     "  stoke bench nn --model small_cnn --batch 64 --size 32 --device cpu\n"
-                     "  stoke bench nn --model resnet50 --batch 256 --size 224 --precision bf16 --channels-last");
+void add_options(CommandOptions& cli, NnBenchConfig& c) {
   const std::string models = "the model: " + nn::model_names();
   cli.add()("model", po::value(&c.model)->default_value(c.model), models.c_str())(
       "device", po::value(&c.device)->default_value(c.device), "auto, cpu, cuda or cuda:N (auto: cuda:0 if usable)")(
@@ -89,17 +87,53 @@ int bench_nn(int argc, char** argv) {
       "after the timed steps, this many more with every layer timed on its own (the device synchronized\n"
       "around each, so they are slower): a table of where a step's time goes, slowest first")(
       "json", po::bool_switch(&c.json), "print one JSON line instead of the text (with --profile, a \"profile\" list)");
+}
+
+// A usage mistake the parser cannot see, or "" when there is none.
+std::string check(const NnBenchConfig& c) {
+  if (c.batch <= 0 || c.size < 8 || c.classes < 1)
+    return "--batch and --classes must be positive and --size at least 8";
+  if (c.warmup < 0 || c.steps < 1 || c.profile < 0) return "--warmup and --profile must be >= 0 and --steps >= 1";
+  return choice_error("precision", c.precision, {"f32", "bf16", "f16"});
+}
+
+void print_json_result(const NnBenchConfig& c, const gpu::Device& device, const StepTiming& timing,
+                       const nn::LayerProfile& profile) {
+  const double images_per_sec = timing.images_per_sec();
+  const double last_loss = timing.last_loss;
+  auto report = nlohmann::ordered_json{{"bench", "nn"},
+                                       {"model", c.model},
+                                       {"device", device.str()},
+                                       {"batch", c.batch},
+                                       {"size", c.size},
+                                       {"precision", c.precision},
+                                       {"channels_last", c.channels_last},
+                                       {"steps", c.steps},
+                                       {"images_per_sec", json_number(images_per_sec)},
+                                       {"median_step_ms", json_number(median(timing.step_ms))},
+                                       {"last_loss", json_number(last_loss)}};
+  if (c.profile > 0) {
+    auto rows = nlohmann::ordered_json::array();
+    for (const auto& row : profile.rows()) {
+      rows.push_back({{"kind", row.kind},
+                      {"pass", nn::to_string(row.pass)},
+                      {"calls_per_step", json_number(static_cast<double>(row.calls) / c.profile)},
+                      {"ms_per_step", json_number(1e3 * row.seconds / c.profile)}});
+    }
+    report["profile"] = rows;
+  }
+  print_json(report);
+}
+
+}  // namespace
+
+int bench_nn(int argc, char** argv) {
+  NnBenchConfig c;
+  CommandOptions cli("bench nn", bench_nn_summary);
+  add_options(cli, c);
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
-  if (c.batch <= 0 || c.size < 8 || c.classes < 1) {
-    return cli.usage_error("--batch and --classes must be positive and --size at least 8");
-  }
-  if (c.warmup < 0 || c.steps < 1 || c.profile < 0) {
-    return cli.usage_error("--warmup and --profile must be >= 0 and --steps >= 1");
-  }
-  if (auto mistake = choice_error("precision", c.precision, {"f32", "bf16", "f16"}); !mistake.empty()) {
-    return cli.usage_error(mistake);
-  }
+  if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
 
   const ComputeContext machine = make_compute(c.device, &std::cerr);
   const gpu::Device device = machine.device;
@@ -133,28 +167,7 @@ int bench_nn(int argc, char** argv) {
     trainer.set_profile(nullptr);
   }
   if (c.json) {
-    auto report = nlohmann::ordered_json{{"bench", "nn"},
-                {"model", c.model},
-                {"device", device.str()},
-                {"batch", c.batch},
-                {"size", c.size},
-                {"precision", c.precision},
-                {"channels_last", c.channels_last},
-                {"steps", c.steps},
-                {"images_per_sec", json_number(images_per_sec)},
-                {"median_step_ms", json_number(median(timing.step_ms))},
-                {"last_loss", json_number(last_loss)}};
-    if (c.profile > 0) {
-      auto rows = nlohmann::ordered_json::array();
-      for (const auto& row : profile.rows()) {
-        rows.push_back({{"kind", row.kind},
-                        {"pass", nn::to_string(row.pass)},
-                        {"calls_per_step", json_number(static_cast<double>(row.calls) / c.profile)},
-                        {"ms_per_step", json_number(1e3 * row.seconds / c.profile)}});
-      }
-      report["profile"] = rows;
-    }
-    print_json(report);
+    print_json_result(c, device, timing, profile);
   } else {
     std::printf("%s training (%s%s), batch %d, %dx%d on %s: %.1f images/s (median step %.2f ms, loss %.4f)\n",
                 c.model.c_str(), c.precision.c_str(), c.channels_last ? ", channels-last" : "", c.batch, c.size, c.size,

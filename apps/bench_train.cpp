@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
@@ -51,6 +52,9 @@ struct TrainBenchConfig {
   int repeats = 1;
   std::uint64_t seed = 0;
   bool json = false;
+  // from the words above, by check()
+  gpu::DType dtype{};
+  ChannelsLast layout{};
 };
 
 // " (median of 3: 801.2, 812.0, 830.5)"; nothing for one value.
@@ -65,25 +69,7 @@ std::string median_of(const std::vector<double>& values) {
   return out + ")";
 }
 
-}  // namespace
-
-int bench_train(int argc, char** argv) {
-  TrainBenchConfig c;
-  CommandOptions cli("bench train",
-                     "Measures how much of the training step's speed the whole pipeline delivers. Two measurements\n"
-                     "of the same model on the same device, alternated --repeats times:\n"
-                     "  compute bound  train steps (forward, loss, backward, SGD) on a synthetic batch already on\n"
-                     "                 the device: no input pipeline at all;\n"
-                     "  pipeline       source -> read -> decode + augment -> batch -> train step on the files of\n"
-                     "                 --data, the scheduler on, as `stoke train` runs it.\n"
-                     "Each runs --warmup batches uncounted, then counts images for --seconds. Prints the medians'\n"
-                     "images/s and their ratio, pipeline / compute bound: the share of the compute bound the\n"
-                     "pipeline delivers (1.0: the input costs the step nothing), and the stage that limits it.\n"
-                     "On the CPU device both measurements use the same cores: in the pipeline run the input\n"
-                     "threads (read, decode, augment) take CPU time from the training step, which the ratio shows.\n"
-                     "With no --data: the built-in shapes dataset (written once to $STOKE_CACHE or ~/.cache/stoke).\n\n"
-                     "  stoke bench train --device cpu --repeats 3\n"
-                     "  stoke bench train --data imagenet/train --model resnet50 --batch 256 --precision bf16 --json");
+void add_options(CommandOptions& cli, TrainBenchConfig& c) {
   const std::string models = "the model: " + nn::model_names();
   cli.add()("data", po::value(&c.data),
             "training images: an ImageFolder, a file list, CIFAR batches or a .stoke shard")(
@@ -101,30 +87,131 @@ int bench_train(int argc, char** argv) {
       "repeats", po::value(&c.repeats)->default_value(c.repeats), "rounds (compute bound, pipeline); medians shown")(
       "seed", po::value(&c.seed)->default_value(c.seed), "shuffling, augmentation, initial weights")(
       "json", po::bool_switch(&c.json), "one JSON object on stdout instead of the text");
-  po::variables_map values;
-  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+}
+
+// A usage mistake the parser cannot see, or "" when there is none; fills c.dtype and c.layout.
+std::string check(TrainBenchConfig& c) {
   if (c.batch < 1 || c.size < 0 || (c.size > 0 && c.size < 8) || c.threads < 0 || c.warmup < 0) {
-    return cli.usage_error(
-        "--batch must be at least 1, --size 0 (the model's) or at least 8, --threads and --warmup >= 0");
+    return "--batch must be at least 1, --size 0 (the model's) or at least 8, --threads and --warmup >= 0";
   }
   if (!(c.seconds > 0) || !std::isfinite(c.seconds)) {
-    return cli.usage_error("--seconds must be more than 0 (got " + std::to_string(c.seconds) + ")");
+    return "--seconds must be more than 0 (got " + std::to_string(c.seconds) + ")";
   }
-  if (c.repeats < 1 || c.repeats > 100) return cli.usage_error("--repeats must be in 1..100");
-  if (auto mistake = choice_error("autotune", c.autotune, {"on", "off"}); !mistake.empty()) {
-    return cli.usage_error(mistake);
-  }
-  gpu::DType dtype{};
-  ChannelsLast channels_last{};
+  if (c.repeats < 1 || c.repeats > 100) return "--repeats must be in 1..100";
+  if (std::string mistake = choice_error("autotune", c.autotune, {"on", "off"}); !mistake.empty()) return mistake;
   try {
-    dtype = compute_dtype(c.precision);
-    channels_last = parse_channels_last(c.channels_last);
+    c.dtype = compute_dtype(c.precision);
+    c.layout = parse_channels_last(c.channels_last);
   } catch (const std::invalid_argument& e) {
-    return cli.usage_error(e.what());
+    return e.what();
   }
-  if (c.device == "cpu" && dtype != gpu::DType::f32) {  // before anything is logged or loaded
-    return cli.usage_error("--precision " + c.precision + " needs a CUDA device; the CPU computes in fp32 only");
+  if (c.device == "cpu" && c.dtype != gpu::DType::f32) {  // before anything is logged or loaded
+    return "--precision " + c.precision + " needs a CUDA device; the CPU computes in fp32 only";
   }
+  return "";
+}
+
+// What the measurement ran on, for the result's lines.
+struct Setup {
+  int size = 0;
+  bool channels_last = false;
+  std::string device;
+  bool cpu = true;
+  std::string data;
+  std::size_t images = 0;
+};
+
+void print_json_result(const TrainBenchConfig& c, const Setup& setup, const bench::TrainingBenchResult& result) {
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  for (const bench::TrainingRound& r : result.rounds) {
+    runs.push_back({{"compute_bound_images_per_sec", json_number(r.compute)},
+                    {"pipeline_images_per_sec", json_number(r.pipeline)},
+                    {"ratio", json_number(r.ratio())},
+                    {"compute_busy", json_number(r.compute_busy)},
+                    {"bottleneck", r.bottleneck}});
+  }
+  print_json({{"bench", "train"},
+              {"model", c.model},
+              {"batch", c.batch},
+              {"size", setup.size},
+              {"precision", c.precision},
+              {"channels_last", setup.channels_last},
+              {"device", setup.device},
+              {"data", setup.data},
+              {"images", setup.images},
+              {"seconds", json_number(c.seconds)},
+              {"warmup", c.warmup},
+              {"repeats", c.repeats},
+              {"compute_bound_images_per_sec", json_number(result.compute_bound)},
+              {"pipeline_images_per_sec", json_number(result.pipeline)},
+              {"ratio", json_number(result.ratio())},
+              {"compute_busy", json_number(result.compute_busy)},
+              {"bottleneck", result.bottleneck},
+              {"runs", std::move(runs)}});
+}
+
+void print_text_result(const Setup& setup, const bench::TrainingBenchResult& result) {
+  std::vector<double> compute_rates, pipeline_rates;
+  for (const bench::TrainingRound& r : result.rounds) {
+    compute_rates.push_back(r.compute);
+    pipeline_rates.push_back(r.pipeline);
+  }
+  std::printf("compute bound (synthetic batches on the device): %.1f images/s%s\n", result.compute_bound,
+              median_of(compute_rates).c_str());
+  std::printf(
+      "pipeline (read -> decode + augment -> batch -> to-device -> train): %.1f images/s%s, "
+      "train step busy %.0f%%\n",
+      result.pipeline, median_of(pipeline_rates).c_str(), 100 * result.compute_busy);
+  const bool step_limits = result.bottleneck == "train";
+  std::printf("ratio pipeline / compute bound: %.3f, limited by %s%s\n", result.ratio(), result.bottleneck.c_str(),
+              step_limits && setup.cpu ? " (the train step, which shares its cores with the input threads)"
+              : step_limits            ? " (the train step)"
+                                       : " (an input stage: the train step waits for it)");
+}
+
+constexpr const char* bench_train_summary =
+    "Measures how much of the training step's speed the whole pipeline delivers. Two measurements\n"
+    "of the same model on the same device, alternated --repeats times:\n"
+    "  compute bound  train steps (forward, loss, backward, SGD) on a synthetic batch already on\n"
+    "                 the device: no input pipeline at all;\n"
+    "  pipeline       source -> read -> decode + augment -> batch -> train step on the files of\n"
+    "                 --data, the scheduler on, as `stoke train` runs it.\n"
+    "Each runs --warmup batches uncounted, then counts images for --seconds. Prints the medians'\n"
+    "images/s and their ratio, pipeline / compute bound: the share of the compute bound the\n"
+    "pipeline delivers (1.0: the input costs the step nothing), and the stage that limits it.\n"
+    "On the CPU device both measurements use the same cores: in the pipeline run the input\n"
+    "threads (read, decode, augment) take CPU time from the training step, which the ratio shows.\n"
+    "With no --data: the built-in shapes dataset (written once to $STOKE_CACHE or ~/.cache/stoke).\n\n"
+    "  stoke bench train --device cpu --repeats 3\n"
+    "  stoke bench train --data imagenet/train --model resnet50 --batch 256 --precision bf16 --json";
+
+// Each round's figures on stderr as they come.
+std::function<void(int, const char*, const bench::TrainingRound&)> round_progress(const TrainBenchConfig& c) {
+  return [&c](int round, const char* phase, const bench::TrainingRound& r) {
+    if (std::string_view(phase) == "compute") {
+      std::fprintf(stderr, "bench train: round %d of %d: compute bound for %.3g s ...", round + 1, c.repeats,
+                   c.seconds);
+    } else if (std::string_view(phase) == "pipeline") {
+      std::fprintf(stderr, " %.1f images/s; pipeline ...", r.compute);
+    } else {
+      std::fprintf(stderr, " %.1f images/s (train busy %.0f%%, limited by %s): ratio %.3f\n", r.pipeline,
+                   100 * r.compute_busy, r.bottleneck.c_str(), r.ratio());
+    }
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace
+
+int bench_train(int argc, char** argv) {
+  TrainBenchConfig c;
+  CommandOptions cli("bench train", bench_train_summary);
+  add_options(cli, c);
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
+  const gpu::DType dtype = c.dtype;
+  const ChannelsLast channels_last = c.layout;
 
   // ---- data
   const fs::path data = c.data.empty() ? builtin_dataset_with_progress(c.json) / "train" : fs::path(c.data);
@@ -171,72 +258,18 @@ int bench_train(int argc, char** argv) {
 
   const bench::TrainingBenchResult result = bench::measure_training(
       trainer, backend, synthetic, dataset, training_input(recipe), data.string(),
-      {.repeats = c.repeats,
-       .warmup = c.warmup,
-       .seconds = c.seconds,
-       .seed = c.seed,
-       .progress = [&](int round, const char* phase, const bench::TrainingRound& r) {
-         if (std::string_view(phase) == "compute") {
-           std::fprintf(stderr, "bench train: round %d of %d: compute bound for %.3g s ...", round + 1, c.repeats,
-                        c.seconds);
-         } else if (std::string_view(phase) == "pipeline") {
-           std::fprintf(stderr, " %.1f images/s; pipeline ...", r.compute);
-         } else {
-           std::fprintf(stderr, " %.1f images/s (train busy %.0f%%, limited by %s): ratio %.3f\n", r.pipeline,
-                        100 * r.compute_busy, r.bottleneck.c_str(), r.ratio());
-         }
-         std::fflush(stderr);
-       }});
-  const std::vector<bench::TrainingRound>& rounds = result.rounds;
-  const double compute_bound = result.compute_bound, pipeline = result.pipeline, ratio = result.ratio();
-  const double busy = result.compute_busy;
-  const std::string& bottleneck = result.bottleneck;
-  std::vector<double> compute_rates, pipeline_rates;
-  for (const bench::TrainingRound& r : rounds) {
-    compute_rates.push_back(r.compute);
-    pipeline_rates.push_back(r.pipeline);
-  }
+      {.repeats = c.repeats, .warmup = c.warmup, .seconds = c.seconds, .seed = c.seed, .progress = round_progress(c)});
+  const Setup setup{.size = size,
+                    .channels_last = layout == gpu::TensorLayout::nhwc,
+                    .device = compute.device.str(),
+                    .cpu = compute.device.is_cpu(),
+                    .data = data.string(),
+                    .images = dataset->size()};
   if (c.json) {
-    nlohmann::ordered_json runs = nlohmann::ordered_json::array();
-    for (const bench::TrainingRound& r : rounds) {
-      runs.push_back({{"compute_bound_images_per_sec", json_number(r.compute)},
-                      {"pipeline_images_per_sec", json_number(r.pipeline)},
-                      {"ratio", json_number(r.ratio())},
-                      {"compute_busy", json_number(r.compute_busy)},
-                      {"bottleneck", r.bottleneck}});
-    }
-    print_json({{"bench", "train"},
-                {"model", c.model},
-                {"batch", c.batch},
-                {"size", size},
-                {"precision", c.precision},
-                {"channels_last", layout == gpu::TensorLayout::nhwc},
-                {"device", compute.device.str()},
-                {"data", data.string()},
-                {"images", dataset->size()},
-                {"seconds", json_number(c.seconds)},
-                {"warmup", c.warmup},
-                {"repeats", c.repeats},
-                {"compute_bound_images_per_sec", json_number(compute_bound)},
-                {"pipeline_images_per_sec", json_number(pipeline)},
-                {"ratio", json_number(ratio)},
-                {"compute_busy", json_number(busy)},
-                {"bottleneck", bottleneck},
-                {"runs", std::move(runs)}});
-    return 0;
+    print_json_result(c, setup, result);
+  } else {
+    print_text_result(setup, result);
   }
-  std::printf("compute bound (synthetic batches on the device): %.1f images/s%s\n", compute_bound,
-              median_of(compute_rates).c_str());
-  std::printf(
-      "pipeline (read -> decode + augment -> batch -> to-device -> train): %.1f images/s%s, "
-      "train step busy %.0f%%\n",
-      pipeline, median_of(pipeline_rates).c_str(), 100 * busy);
-  const bool step_limits = bottleneck == "train";
-  std::printf("ratio pipeline / compute bound: %.3f, limited by %s%s\n", ratio, bottleneck.c_str(),
-              step_limits && compute.device.is_cpu()
-                  ? " (the train step, which shares its cores with the input threads)"
-              : step_limits ? " (the train step)"
-                            : " (an input stage: the train step waits for it)");
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <stoke/nodes/tar_writer.hpp>
 #include <stoke/train/input.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -161,26 +162,23 @@ nlohmann::ordered_json to_json(const PackConfig& c, const nodes::PackReport& r, 
           {"ignored", r.ignored.size()}};
 }
 
-}  // namespace
+constexpr const char* pack_summary =
+    "Packs an image folder (one subfolder per class), or the files of a list, into one data file\n"
+    "plus an index (OUT and OUT.idx), which stoke then reads with a few large sequential reads.\n"
+    "Files are stored as they are, or with --resize decoded, shrunk so that their shorter side is\n"
+    "N pixels (never enlarged) and re-encoded as JPEG. The output is written under a temporary\n"
+    "name and renamed at the end: an interrupted pack leaves nothing under OUT.\n\n"
+    "With --format tar, into WebDataset tar shards instead, which stoke (and WebDataset) read in\n"
+    "place: OUT is a pattern with a zero-padded number (shards/train-%06d.tar), or one FILE.tar.\n"
+    "Each sample is <key>.<ext> (the file, or .jpg when re-encoded), <key>.cls (its label) when\n"
+    "labelled, <key>.mask.<ext> and <key>.json (its targets) when it has them; keys are the\n"
+    "samples' positions, 000000, 000001, ... (class names are not stored: a label is its class's\n"
+    "number). Each shard appears whole when finished, with its index (X.tar.stoke-idx); an\n"
+    "interrupted pack removes the shards it wrote.\n\n"
+    "  stoke pack --data photos --out photos.stoke --resize 256\n"
+    "  stoke pack --data photos --out shards/train-%06d.tar --format tar --shard-bytes 1G";
 
-int pack(int argc, char** argv) {
-  PackConfig c;
-  CommandOptions cli("pack",
-                     "Packs an image folder (one subfolder per class), or the files of a list, into one data file\n"
-                     "plus an index (OUT and OUT.idx), which stoke then reads with a few large sequential reads.\n"
-                     "Files are stored as they are, or with --resize decoded, shrunk so that their shorter side is\n"
-                     "N pixels (never enlarged) and re-encoded as JPEG. The output is written under a temporary\n"
-                     "name and renamed at the end: an interrupted pack leaves nothing under OUT.\n\n"
-                     "With --format tar, into WebDataset tar shards instead, which stoke (and WebDataset) read in\n"
-                     "place: OUT is a pattern with a zero-padded number (shards/train-%06d.tar), or one FILE.tar.\n"
-                     "Each sample is <key>.<ext> (the file, or .jpg when re-encoded), <key>.cls (its label) when\n"
-                     "labelled, <key>.mask.<ext> and <key>.json (its targets) when it has them; keys are the\n"
-                     "samples' positions, 000000, 000001, ... (class names are not stored: a label is its class's\n"
-                     "number). Each shard appears whole when finished, with its index (X.tar.stoke-idx); an\n"
-                     "interrupted pack removes the shards it wrote.\n\n"
-                     "  stoke pack --data photos --out photos.stoke --resize 256\n"
-                     "  stoke pack --data photos --out shards/train-%06d.tar --format tar --shard-bytes 1G",
-                     "--data DIR --out FILE [options]");
+void add_options(CommandOptions& cli, PackConfig& c) {
   cli.add()("data", po::value(&c.data), "the image folder (with --list: the folder the list's paths are relative to)")(
       "list", po::value(&c.list), "a text/CSV file of path,label lines to pack instead of the folder's classes")(
       "out", po::value(&c.out)->required(),
@@ -202,37 +200,83 @@ int pack(int argc, char** argv) {
       "threads", po::value(&c.threads)->default_value(c.threads), "reader threads (0: one per core)")(
       "verbose", po::bool_switch(&c.verbose), "list every skipped file, not just the first 20")(
       "json", po::bool_switch(&c.json), "end with one JSON line describing the pack");
-  po::variables_map values;
-  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
-  if (c.data.empty() && c.list.empty()) return cli.usage_error("give --data DIR (or --list FILE)");
-  if (c.resize < 0) return cli.usage_error("--resize must be 0 (keep files) or a positive number of pixels");
-  if (c.quality < 1 || c.quality > 100) return cli.usage_error("--quality must be in 1..100");
-  if (!values["quality"].defaulted() && c.resize == 0) return cli.usage_error("--quality needs --resize");
-  if (auto mistake = choice_error("on-error", c.on_error, {"skip", "fail"}); !mistake.empty()) {
-    return cli.usage_error(mistake);
-  }
-  if (c.threads < 0) return cli.usage_error("--threads must be 0 (one per core) or more");
-  if (auto mistake = choice_error("format", c.format, {"stoke", "tar"}); !mistake.empty()) {
-    return cli.usage_error(mistake);
-  }
-  nodes::TarWriterOptions tar;
-  if (auto mistake = tar_options_error(c, values, tar); !mistake.empty()) return cli.usage_error(mistake);
+}
 
-  std::shared_ptr<const nodes::Dataset> dataset;
-  fs::path root;
+// A usage mistake the parser cannot see, or "" when there is none; fills `tar`.
+std::string check(const PackConfig& c, const po::variables_map& values, nodes::TarWriterOptions& tar) {
+  if (c.data.empty() && c.list.empty()) return "give --data DIR (or --list FILE)";
+  if (c.resize < 0) return "--resize must be 0 (keep files) or a positive number of pixels";
+  if (c.quality < 1 || c.quality > 100) return "--quality must be in 1..100";
+  if (!values["quality"].defaulted() && c.resize == 0) return "--quality needs --resize";
+  if (std::string mistake = choice_error("on-error", c.on_error, {"skip", "fail"}); !mistake.empty()) return mistake;
+  if (c.threads < 0) return "--threads must be 0 (one per core) or more";
+  if (std::string mistake = choice_error("format", c.format, {"stoke", "tar"}); !mistake.empty()) return mistake;
+  return tar_options_error(c, values, tar);
+}
+
+// What to pack: the list's files, or the folder's classes; and the folder their paths start from.
+std::pair<std::shared_ptr<const nodes::Dataset>, fs::path> open_source(const PackConfig& c) {
   if (!c.list.empty()) {
     auto list = std::make_shared<const nodes::FileList>(c.list, c.data);
-    root = list->root();
-    dataset = std::move(list);
-  } else {
-    auto folder = std::make_shared<const nodes::ImageFolder>(c.data);
-    root = folder->root();
-    dataset = std::move(folder);
+    fs::path root = list->root();
+    return {std::move(list), std::move(root)};
   }
+  auto folder = std::make_shared<const nodes::ImageFolder>(c.data);
+  fs::path root = folder->root();
+  return {std::move(folder), std::move(root)};
+}
+
+// The shards written, and which label number is which class (tar shards keep labels only).
+// Returns the items written.
+std::size_t print_tar_result(const PackConfig& c, const nodes::PackReport& report,
+                             const std::vector<std::string>& classes) {
+  std::size_t items = 0;
+  std::uint64_t shard_bytes = 0;
+  for (const nodes::TarShardSummary& shard : report.shards) {
+    items += shard.samples;
+    shard_bytes += shard.bytes;
+  }
+  const auto& shards = report.shards;
+  const bool indexed = !shards.front().index.empty();
+  std::printf("wrote %zu tar shard%s (%zu items, %s): %s%s%s%s, in %.1f s\n", shards.size(),
+              shards.size() == 1 ? "" : "s", items, human_bytes(shard_bytes).c_str(), shards.front().path.c_str(),
+              shards.size() > 1 ? " .. " : "", shards.size() > 1 ? shards.back().path.c_str() : "",
+              indexed ? ", each with its index (.stoke-idx)" : "", report.seconds);
+  if (c.verbose || shards.size() <= 10) {
+    for (const nodes::TarShardSummary& shard : shards) {
+      std::printf("  %s: %zu items, %s\n", shard.path.c_str(), shard.samples, human_bytes(shard.bytes).c_str());
+    }
+  }
+  std::string about = "classes: " + std::to_string(classes.size());
+  for (std::size_t i = 0; i < classes.size() && i < 5; ++i) {
+    about +=
+        (i == 0 ? " (labels are class numbers; names are not stored: " : ", ") + std::to_string(i) + " " + classes[i];
+  }
+  if (!classes.empty()) about += classes.size() > 5 ? ", ...)" : ")";
+  std::printf("%s\n", about.c_str());
+  if (const auto& stale = report.stale_shards; !stale.empty()) {
+    std::string more = stale.size() > 1 ? " and " + std::to_string(stale.size() - 1) + " more after it" : "";
+    std::printf("warning: %s%s, left by an earlier pack, would be read with these shards: remove %s\n",
+                stale.front().c_str(), more.c_str(), stale.size() > 1 ? "them" : "it");
+  }
+  return items;
+}
+
+}  // namespace
+
+int pack(int argc, char** argv) {
+  PackConfig c;
+  CommandOptions cli("pack", pack_summary, "--data DIR --out FILE [options]");
+  add_options(cli, c);
+  po::variables_map values;
+  if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
+  nodes::TarWriterOptions tar;
+  if (const std::string mistake = check(c, values, tar); !mistake.empty()) return cli.usage_error(mistake);
+
+  const auto [dataset, root] = open_source(c);
   const std::size_t total = dataset->size();
   if (total == 0)
     throw std::runtime_error("nothing to pack: " + (c.list.empty() ? c.data : c.list) + " lists no files");
-
   const nodes::PackOptions options{.resize = c.resize,
                                    .quality = c.quality,
                                    .on_error = c.on_error == "fail" ? graph::OnError::fail : graph::OnError::skip,
@@ -271,37 +315,7 @@ int pack(int argc, char** argv) {
 
   std::size_t items = report.summary.items;
   if (c.format == "tar") {
-    items = 0;
-    std::uint64_t shard_bytes = 0;
-    for (const nodes::TarShardSummary& shard : report.shards) {
-      items += shard.samples;
-      shard_bytes += shard.bytes;
-    }
-    const auto& shards = report.shards;
-    const bool indexed = !shards.front().index.empty();
-    std::printf("wrote %zu tar shard%s (%zu items, %s): %s%s%s%s, in %.1f s\n", shards.size(),
-                shards.size() == 1 ? "" : "s", items, human_bytes(shard_bytes).c_str(), shards.front().path.c_str(),
-                shards.size() > 1 ? " .. " : "", shards.size() > 1 ? shards.back().path.c_str() : "",
-                indexed ? ", each with its index (.stoke-idx)" : "", report.seconds);
-    if (c.verbose || shards.size() <= 10) {
-      for (const nodes::TarShardSummary& shard : shards) {
-        std::printf("  %s: %zu items, %s\n", shard.path.c_str(), shard.samples, human_bytes(shard.bytes).c_str());
-      }
-    }
-    // Tar shards keep labels only: say which number is which class.
-    const std::vector<std::string>& classes = dataset->classes();
-    std::string about = "classes: " + std::to_string(classes.size());
-    for (std::size_t i = 0; i < classes.size() && i < 5; ++i) {
-      about +=
-          (i == 0 ? " (labels are class numbers; names are not stored: " : ", ") + std::to_string(i) + " " + classes[i];
-    }
-    if (!classes.empty()) about += classes.size() > 5 ? ", ...)" : ")";
-    std::printf("%s\n", about.c_str());
-    if (const auto& stale = report.stale_shards; !stale.empty()) {
-      std::string more = stale.size() > 1 ? " and " + std::to_string(stale.size() - 1) + " more after it" : "";
-      std::printf("warning: %s%s, left by an earlier pack, would be read with these shards: remove %s\n",
-                  stale.front().c_str(), more.c_str(), stale.size() > 1 ? "them" : "it");
-    }
+    items = print_tar_result(c, report, dataset->classes());
   } else {
     const nodes::PackSummary& summary = report.summary;
     std::printf("wrote %s (%zu items, %s) and %s (%s) in %.1f s\n", summary.data.c_str(), summary.items,

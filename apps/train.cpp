@@ -135,7 +135,7 @@ void add_options(CommandOptions& cli, TrainConfig& c) {
       "--list-transforms` lists them. The batches cross to the device as uint8: a last normalize runs\n"
       "there; without one the pixels are scaled to 0..1")(
       "plugin", po::value(&c.plugins)->composing(),
-      "a shared library of extra transforms (see examples/plugin), repeatable")(
+      "a shared library of extra transforms or data formats (see examples/plugin), repeatable")(
       "seed", value(&r.seed), "shuffling, augmentation, initial weights")(
       "deterministic", po::bool_switch(&c.deterministic),
       "bit-identical weights for a seed whatever --threads (the CPU device always is; CUDA is refused)")(
