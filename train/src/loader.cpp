@@ -38,7 +38,7 @@ std::vector<std::uint32_t> positions_in(const nodes::EpochOrder& order, std::uin
 }
 
 // One pipeline, from a position on through the epochs, and the queue its sink fills.
-struct Run {
+struct LoaderRun {
   InputConfig config;  // first_epoch and start: where it began
   Input input;
   graph::Pipeline pipe;
@@ -55,7 +55,7 @@ struct Run {
   graph::RunReport report;  // once ended
   std::thread thread;
 
-  Run(nodes::DatasetPtr dataset, const InputConfig& c)
+  LoaderRun(nodes::DatasetPtr dataset, const InputConfig& c)
       : config(c), input(make_input(std::move(dataset), c)), pipe(options()) {
     add_input(pipe, input, config)
         .sink("loader",
@@ -103,7 +103,7 @@ struct Run {
   bool forked() const noexcept { return ::getpid() != pid; }
 
   // Cancels the pipeline and waits for it; the batches queued go back to the pool first.
-  ~Run() {
+  ~LoaderRun() {
     {
       const std::lock_guard lock(mutex);
       queue.clear();
@@ -123,7 +123,7 @@ struct Loader::Impl {
   // The caller's thread changes `run` and `at`, under `shared` (stats() and position() may be
   // called from another thread and read them under it); its own reads need no lock.
   mutable std::mutex shared;
-  std::shared_ptr<Run> run;
+  std::shared_ptr<LoaderRun> run;
   LoaderPosition at;                    // where the caller stands
   LoaderPosition stream_at;             // where the running pipeline's next batch continues from
   bool in_epoch = false;                // begin() was called and the epoch has not ended
@@ -153,7 +153,7 @@ struct Loader::Impl {
     if (run_epochs != 0 && config.first_epoch >= run_epochs)
       throw std::invalid_argument("stoke::train::Loader: the first epoch, " + std::to_string(config.first_epoch) +
                                   ", is not before the run's end (epochs " + std::to_string(run_epochs) + ")");
-    run = std::make_shared<Run>(dataset, run_config(at));  // starts at once: the first epoch's batches get ready
+    run = std::make_shared<LoaderRun>(dataset, run_config(at));  // starts at once: the first epoch's batches get ready
     shape = run->input.pool.shape();
     stream_at = at;
   }
@@ -175,7 +175,7 @@ struct Loader::Impl {
       // A child of fork(): the pipeline's threads are the parent's; touching its state -- even
       // giving a held batch back to its pool, which may ring a parked stage -- could hang.
       run->thread.detach();
-      (void)new std::shared_ptr<Run>(std::move(run));  // never destroyed
+      (void)new std::shared_ptr<LoaderRun>(std::move(run));  // never destroyed
       if (pending) (void)new nodes::Batch(std::move(*pending));
     }
     pending.reset();
@@ -183,8 +183,8 @@ struct Loader::Impl {
   }
 
   // Swaps the run; the old one (when it was the last reference) is cancelled outside the lock.
-  void replace(std::shared_ptr<Run> next) {
-    std::shared_ptr<Run> old;
+  void replace(std::shared_ptr<LoaderRun> next) {
+    std::shared_ptr<LoaderRun> old;
     {
       const std::lock_guard lock(shared);
       old = std::exchange(run, std::move(next));
@@ -219,7 +219,7 @@ struct Loader::Impl {
     if (live && stream_at == at) return;
     pending.reset();
     replace(nullptr);
-    replace(std::make_shared<Run>(dataset, run_config(at)));
+    replace(std::make_shared<LoaderRun>(dataset, run_config(at)));
     stream_at = at;
   }
 
@@ -293,7 +293,7 @@ struct Loader::Impl {
     s.batches = batches.load(std::memory_order_relaxed);
     s.images = images.load(std::memory_order_relaxed);
     s.left_out = left_out;
-    std::shared_ptr<Run> r;
+    std::shared_ptr<LoaderRun> r;
     {
       const std::lock_guard lock(shared);
       r = run;
