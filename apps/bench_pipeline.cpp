@@ -10,7 +10,6 @@
 #include <stoke/bench/input_pipeline.hpp>
 #include <stoke/nodes/cache.hpp>
 #include <stoke/nodes/dataset_registry.hpp>
-#include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
 #include <stoke/train/input.hpp>
 #include <string>
@@ -136,7 +135,7 @@ std::optional<int> list_early(int argc, char** argv) {
     const std::string_view arg = argv[i];
     if (arg == "--list-transforms" || arg == "--list-formats") {
       for (int k = 1; k + 1 < argc; ++k) {
-        if (std::string_view(argv[k]) == "--plugin") nodes::load_plugin(argv[k + 1], nodes::Registry::builtin());
+        if (std::string_view(argv[k]) == "--plugin") load_plugin(argv[k + 1]);
       }
       std::cout << (arg == "--list-formats" ? nodes::DatasetRegistry::builtin().help()
                                             : nodes::Registry::builtin().help());
@@ -154,8 +153,7 @@ std::string check(PipelineArgs& a, const po::variables_map& values) {
   // boost's notify() for vector targets (a false positive that -Werror turns fatal).
   if (values.count("transform")) a.config.transforms = values["transform"].as<std::vector<std::string>>();
   if (values.count("plugin")) {
-    for (const auto& p : values["plugin"].as<std::vector<std::string>>())
-      nodes::load_plugin(p, nodes::Registry::builtin());
+    for (const auto& p : values["plugin"].as<std::vector<std::string>>()) load_plugin(p);
   }
   if (values.count("seconds") && values.count("epochs")) return "give --seconds or --epochs, not both";
   if (values.count("seconds") && !(a.seconds > 0)) return "--seconds must be positive";

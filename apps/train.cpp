@@ -15,7 +15,6 @@
 #include <stoke/gpu/nvml_monitor.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/models.hpp>
-#include <stoke/nodes/plugin.hpp>
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
 #include <stoke/train/data_parallel.hpp>
@@ -407,7 +406,7 @@ int train(int argc, char** argv) {
   po::variables_map values;
   if (auto exit_code = cli.parse(argc, argv, values)) return *exit_code;
   // Plugins first: they add transforms and data formats that --transform and --format may name.
-  for (const std::string& plugin : c.plugins) nodes::load_plugin(plugin, nodes::Registry::builtin());
+  for (const std::string& plugin : c.plugins) load_plugin(plugin);
   if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
   const std::unique_ptr<dist::Communicator> comm =
       dist::connect({.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000))});

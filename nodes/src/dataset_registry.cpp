@@ -29,6 +29,14 @@ const char* what_it_takes(DataPath takes) {
   return "a file or folder";
 }
 
+// The entry's factory over `path`: a dataset, having read every value the spec gave.
+DatasetPtr open_entry(const DatasetEntry& entry, const fs::path& path, const Params& params) {
+  DatasetPtr dataset = entry.open(path, params);
+  if (!dataset) throw std::logic_error(entry.name + ": the data format's open returned no dataset");
+  detail::check_all_read(entry.name, params);
+  return dataset;
+}
+
 }  // namespace
 
 void DatasetRegistry::add(DatasetEntry entry) {
@@ -53,11 +61,8 @@ DatasetPtr DatasetRegistry::open(const fs::path& path, std::string_view format) 
   const std::string_view spec = detail::trim(format);
   if (spec.empty() || spec == "auto") return guess(path, status);
 
-  std::string name;
-  const Params parsed = Params::parse(spec, name, kKind);
-  const DatasetEntry* entry = find(name);
-  if (!entry) throw std::invalid_argument(detail::unknown_name(kKind, name, names()));
-  const Params params = detail::bind(spec, name, parsed, entry->params);
+  const auto [entry, params] = bind(spec);
+  const std::string& name = entry->name;
   if (!fs::exists(status) && !(entry->recognise && entry->recognise(path, status))) {
     throw std::runtime_error(path.string() + ": no such file or folder (the " + name + " format takes " +
                              what_it_takes(entry->takes) + ")");
@@ -67,10 +72,7 @@ DatasetPtr DatasetRegistry::open(const fs::path& path, std::string_view format) 
       ((entry->takes == DataPath::folder && !folder) || (entry->takes == DataPath::file && folder))) {
     throw std::runtime_error(path.string() + ": --format " + name + " needs " + what_it_takes(entry->takes));
   }
-  DatasetPtr dataset = entry->open(path, params);
-  if (!dataset) throw std::logic_error(name + ": the data format's open returned no dataset");
-  detail::check_all_read(name, params);
-  return dataset;
+  return open_entry(*entry, path, params);
 }
 
 DatasetPtr DatasetRegistry::guess(const fs::path& path, fs::file_status status) const {
@@ -85,13 +87,8 @@ DatasetPtr DatasetRegistry::guess(const fs::path& path, fs::file_status status) 
                    [](const DatasetEntry* a, const DatasetEntry* b) { return a->guess_order < b->guess_order; });
   for (const DatasetEntry* entry : order) {
     if (entry->recognise(path, status)) {
-      // A guessed format gets no values: its factory reads its declared parameters' defaults.
-      std::vector<std::string> declared;
-      for (const ParamDoc& p : entry->params) declared.push_back(p.name);
-      const Params none(entry->name, {}, std::move(declared));
-      DatasetPtr dataset = entry->open(path, none);
-      if (!dataset) throw std::logic_error(entry->name + ": the data format's open returned no dataset");
-      return dataset;
+      // A guessed format gets no values, as if named alone: its factory reads the defaults.
+      return open_entry(*entry, path, detail::bind(entry->name, entry->name, Params(entry->name, {}), entry->params));
     }
   }
   if (!fs::exists(status)) {
@@ -105,15 +102,19 @@ DatasetPtr DatasetRegistry::guess(const fs::path& path, fs::file_status status) 
 void DatasetRegistry::check(std::string_view format) const {
   const std::string_view spec = detail::trim(format);
   if (spec.empty() || spec == "auto") return;
-  std::string name;
-  const Params parsed = Params::parse(spec, name, kKind);
-  const DatasetEntry* entry = find(name);
-  if (!entry) throw std::invalid_argument(detail::unknown_name(kKind, name, names()));
-  const Params params = detail::bind(spec, name, parsed, entry->params);
+  const auto [entry, params] = bind(spec);
   // The values are parsed as their declared types: a value that does not parse fails here too.
   for (const ParamDoc& p : entry->params) {
     if (params.has(p.name)) detail::read_as_declared(params, p);
   }
+}
+
+std::pair<const DatasetEntry*, Params> DatasetRegistry::bind(std::string_view spec) const {
+  std::string name;
+  const Params parsed = Params::parse(spec, name, kKind);
+  const DatasetEntry* entry = find(name);
+  if (!entry) throw std::invalid_argument(detail::unknown_name(kKind, name, names()));
+  return {entry, detail::bind(spec, name, parsed, entry->params)};
 }
 
 const DatasetEntry* DatasetRegistry::find(std::string_view name) const {

@@ -14,8 +14,6 @@ namespace {
 
 class Alone final : public ReplicaStrategy {
  public:
-  std::uint32_t rank() const noexcept override { return 0; }
-  std::uint32_t world() const noexcept override { return 1; }
   void start(nn::Trainer&) override {}
   std::function<bool()> stop_rule() override { return {}; }
   bool agree_stop(bool mine) override { return mine; }
@@ -52,13 +50,10 @@ class DataParallelRanks final : public ReplicaStrategy {
  public:
   explicit DataParallelRanks(dist::Communicator& comm) : comm_(comm), step_channel_(comm.split()) {}
 
-  std::uint32_t rank() const noexcept override { return static_cast<std::uint32_t>(comm_.rank()); }
-  std::uint32_t world() const noexcept override { return static_cast<std::uint32_t>(comm_.world()); }
-
   void start(nn::Trainer& trainer) override {
     sync_ = trainer.options().gradient_sync;
     if (sync_ == nullptr) {
-      throw std::invalid_argument("fit: a data-parallel run (" + std::to_string(world()) +
+      throw std::invalid_argument("fit: a data-parallel run (" + std::to_string(comm_.world()) +
                                   " ranks) needs TrainerOptions::gradient_sync (train::DataParallel), or the "
                                   "replicas would train apart");
     }

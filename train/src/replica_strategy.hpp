@@ -23,9 +23,6 @@ class ReplicaStrategy {
  public:
   virtual ~ReplicaStrategy() = default;
 
-  virtual std::uint32_t rank() const noexcept = 0;
-  virtual std::uint32_t world() const noexcept = 0;
-
   /// Checks that the trainer suits the strategy (throws std::invalid_argument) and brings every
   /// replica to rank 0's state.
   virtual void start(nn::Trainer& trainer) = 0;

@@ -18,6 +18,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "stoke/nodes/dataset.hpp"
@@ -89,6 +90,8 @@ class DatasetRegistry {
 
  private:
   DatasetPtr guess(const std::filesystem::path& path, std::filesystem::file_status status) const;
+  /// The entry `spec` names and its values, checked against the entry's parameters.
+  std::pair<const DatasetEntry*, Params> bind(std::string_view spec) const;
 
   mutable std::shared_mutex mutex_;
   std::map<std::string, DatasetEntry, std::less<>> entries_;
