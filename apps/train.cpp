@@ -11,15 +11,14 @@
 #include <functional>
 #include <iostream>
 #include <optional>
-#include <stoke/dist/communicator.hpp>
 #include <stoke/gpu/nvml_monitor.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/models.hpp>
 #include <stoke/train/builtin.hpp>
 #include <stoke/train/compute.hpp>
-#include <stoke/train/data_parallel.hpp>
 #include <stoke/train/fit.hpp>
 #include <stoke/train/json.hpp>
+#include <stoke/train/ranks.hpp>
 #include <stoke/train/recipe.hpp>
 #include <stoke/train/report.hpp>
 #include <stoke/train/run.hpp>
@@ -245,11 +244,11 @@ void print_stalls(const FitResult& r) {
 
 // --data and --val, or the built-in dataset: written once (and cached), by rank 0 before the
 // others open it.
-TrainingData open_data(const TrainConfig& c, dist::Communicator& comm) {
+TrainingData open_data(const TrainConfig& c, Ranks& ranks) {
   fs::path builtin;
-  if (c.data.empty() && comm.rank() == 0) builtin = builtin_dataset_with_progress(c.json);
-  comm.barrier();
-  if (c.data.empty() && comm.rank() != 0) builtin = builtin_dataset_with_progress(true);
+  if (c.data.empty() && ranks.leader()) builtin = builtin_dataset_with_progress(c.json);
+  ranks.barrier();
+  if (c.data.empty() && !ranks.leader()) builtin = builtin_dataset_with_progress(true);
   const fs::path train_path = c.data.empty() ? builtin / "train" : fs::path(c.data);
   const fs::path val_path = c.data.empty() && c.val.empty() ? builtin / "val" : fs::path(c.val);
   return open_training_data(train_path, val_path, c.format, static_cast<std::size_t>(c.recipe.batch));
@@ -287,8 +286,7 @@ using GpuBusy = std::function<std::optional<double>()>;
 
 // The progress line of the training pass (the compute step's busy share, NVML's utilization
 // beside it on a GPU, under its own name) and rank 0's line per epoch, text or JSON.
-FitCallbacks show_progress(const TrainConfig& c, const dist::Communicator& comm, ProgressLine& line,
-                           const GpuBusy& gpu_busy) {
+FitCallbacks show_progress(const TrainConfig& c, const Ranks& ranks, ProgressLine& line, const GpuBusy& gpu_busy) {
   FitCallbacks callbacks;
   callbacks.on_progress = [&line, gpu_busy, epochs = c.recipe.epochs](const FitProgress& p) {
     if (p.phase != Phase::train) return;
@@ -305,8 +303,8 @@ FitCallbacks show_progress(const TrainConfig& c, const dist::Communicator& comm,
   callbacks.on_pass_end = [&line](std::int64_t, Phase phase, const EpochTotals&) {
     if (phase == Phase::train) line.clear();
   };
-  callbacks.on_epoch = [json = c.json, rank = comm.rank(), alone = comm.world() == 1](const EpochSummary& s) {
-    if (rank != 0) return true;
+  callbacks.on_epoch = [json = c.json, leader = ranks.leader(), alone = ranks.world() == 1](const EpochSummary& s) {
+    if (!leader) return true;
     if (json) {
       print_json(to_json(s));
     } else {
@@ -340,16 +338,16 @@ FitCallbacks with_report(RunRecorder& recorder, const Run& run, const std::strin
 
 }  // namespace
 
-// The run, once the options are parsed, as rank comm.rank() of comm.world() (1: alone).
-int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) {
+// The run, once the options are parsed, as one of `ranks` (alone: one).
+int run_training(TrainConfig& c, CommandOptions& cli, Ranks& ranks) {
   const Recipe& recipe = c.recipe;
   // Rank 0 speaks for the run; the others print only what goes wrong.
-  if (comm.rank() != 0) c.json = false;
-  const bool quiet = c.json || comm.rank() != 0;
-  TrainingData data = open_data(c, comm);
+  if (!ranks.leader()) c.json = false;
+  const bool quiet = c.json || !ranks.leader();
+  TrainingData data = open_data(c, ranks);
 
   // One GPU per local rank: "cuda" (or "auto" on a machine with GPUs) becomes cuda:<local rank>.
-  ComputeContext machine = make_compute(rank_device(c.device, comm), quiet ? nullptr : &std::cerr);
+  ComputeContext machine = make_compute(rank_device(c.device, ranks), quiet ? nullptr : &std::cerr);
   if (c.deterministic && !machine.device.is_cpu()) {
     return cli.usage_error(
         "--deterministic needs the CPU device (cuDNN's searched algorithms are not bit-reproducible); "
@@ -363,10 +361,10 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
   // The datasets, the model, the gradient sync over the ranks (NCCL on GPUs, MPI on CPU ranks;
   // batch norm over every rank's batch with --sync-bn) and the trainer, resumed when asked.
   Run run(recipe, std::move(data), std::move(machine),
-          {.communicator = &comm,
+          {.communicator = &ranks.communicator(),
            .data_parallel = {.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * 1024 * 1024), .sync_bn = c.sync_bn},
            .resume = c.resume});
-  if (!c.checkpoint.empty() && comm.rank() == 0) fs::create_directories(c.checkpoint);
+  if (!c.checkpoint.empty() && ranks.leader()) fs::create_directories(c.checkpoint);
   if (const fs::path folder = fs::path(c.report).parent_path(); !folder.empty()) fs::create_directories(folder);
   if (!quiet) print_start(run, c.resume);
   FitOptions options = run.fit_options();
@@ -379,14 +377,14 @@ int run_training(TrainConfig& c, CommandOptions& cli, dist::Communicator& comm) 
     return std::nullopt;
   };
   ProgressLine progress_line(!quiet);
-  FitCallbacks callbacks = show_progress(c, comm, progress_line, gpu_busy);
+  FitCallbacks callbacks = show_progress(c, ranks, progress_line, gpu_busy);
   RunRecorder recorder;
-  if (!c.report.empty() && comm.rank() == 0)
+  if (!c.report.empty() && ranks.leader())
     callbacks = with_report(recorder, run, c.report, std::move(callbacks), gpu_busy);
 
   const graph::SignalStop signals(2);  // Ctrl-C: the step finishes, a checkpoint is written; again: exit now
   const FitResult result = run.fit(callbacks, options);
-  if (comm.rank() != 0) return result.interrupted ? 130 : 0;
+  if (!ranks.leader()) return result.interrupted ? 130 : 0;
   if (c.json) print_json(to_json(result));
   print_skips(result);
   print_stalls(result);
@@ -408,18 +406,10 @@ int train(int argc, char** argv) {
   // Plugins first: they add transforms and data formats that --transform and --format may name.
   for (const std::string& plugin : c.plugins) load_plugin(plugin);
   if (const std::string mistake = check(c); !mistake.empty()) return cli.usage_error(mistake);
-  const std::unique_ptr<dist::Communicator> comm =
-      dist::connect({.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000))});
-  if (comm->world() == 1) return run_training(c, cli, *comm);
   // A rank that fails ends the whole job, naming itself: the others would otherwise wait at their
-  // next collective until the timeout.
-  try {
-    return run_training(c, cli, *comm);
-  } catch (const std::exception& error) {
-    comm->abort("stoke train: rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->world()) + ": " +
-                error.what());
-  }
-  return 1;  // not reached: abort() ends the process
+  // next collective until --dist-timeout.
+  Ranks ranks(std::chrono::milliseconds(static_cast<std::int64_t>(c.dist_timeout * 1000)));
+  return ranks.guard("stoke train", [&] { return run_training(c, cli, ranks); });
 }
 
 }  // namespace stoke::app

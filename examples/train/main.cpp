@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
-#include <stoke/dist/communicator.hpp>
+#include <stoke/train/ranks.hpp>
 #include <stoke/train/run.hpp>
 #include <string>
 
@@ -27,27 +27,29 @@ int main(int argc, char** argv) try {
   const std::string out = argc > 3 ? argv[3] : "example-train";
   // One rank alone, or each rank of a job that mpirun (or srun) started: the gradients are then
   // averaged over the ranks, each trains on its share of every epoch and rank 0 prints and saves.
-  const auto comm = stoke::dist::connect();
-  st::Run run(recipe, st::open_training_data(argv[1], {}, "auto", recipe.batch),
-              st::make_compute(st::rank_device("auto", *comm), comm->rank() == 0 ? &std::cerr : nullptr),
-              {.communicator = comm.get()});
+  // A rank that fails ends the job, naming itself.
+  st::Ranks ranks;
+  return ranks.guard("stoke_example_train", [&] {
+    st::Run run(recipe, st::open_training_data(argv[1], {}, "auto", recipe.batch),
+                st::make_compute(st::rank_device("auto", ranks), ranks.leader() ? &std::cerr : nullptr),
+                {.communicator = &ranks.communicator()});
 
-  const bool speaks = comm->rank() == 0;
-  st::FitCallbacks callbacks{.on_epoch =
-                                 [speaks](const st::EpochSummary& s) {
-                                   if (!speaks) return true;
-                                   std::printf("epoch %lld: train loss %.3f, val top-1 %.3f, %.0f images/s\n",
-                                               static_cast<long long>(s.epoch), s.train_loss, s.val_top1.value_or(0),
-                                               s.images_per_sec);
-                                   return true;  // false would stop here
-                                 },
-                             .checkpoint = st::checkpoint_every_epoch(out)};
-  const st::FitResult result = run.fit(callbacks);
-  if (speaks) {
-    std::printf("example: done after epoch %lld; checkpoint %s\n", static_cast<long long>(result.epochs),
-                result.checkpoint.c_str());
-  }
-  return 0;
+    st::FitCallbacks callbacks{.on_epoch =
+                                   [&ranks](const st::EpochSummary& s) {
+                                     if (!ranks.leader()) return true;
+                                     std::printf("epoch %lld: train loss %.3f, val top-1 %.3f, %.0f images/s\n",
+                                                 static_cast<long long>(s.epoch), s.train_loss, s.val_top1.value_or(0),
+                                                 s.images_per_sec);
+                                     return true;  // false would stop here
+                                   },
+                               .checkpoint = st::checkpoint_every_epoch(out)};
+    const st::FitResult result = run.fit(callbacks);
+    if (ranks.leader()) {
+      std::printf("example: done after epoch %lld; checkpoint %s\n", static_cast<long long>(result.epochs),
+                  result.checkpoint.c_str());
+    }
+    return 0;
+  });
 } catch (const std::exception& e) {
   std::fprintf(stderr, "stoke_example_train: %s\n", e.what());
   return 1;

@@ -32,6 +32,7 @@
 #include <stoke/nn/trainer.hpp>
 #include <stoke/train/data_parallel.hpp>
 #include <stoke/train/fit.hpp>
+#include <stoke/train/ranks.hpp>
 #include <string>
 #include <vector>
 
@@ -277,42 +278,39 @@ int skips(dist::Communicator& comm, const fs::path& dir) {
   return both[0] == 24 && both[3] == 24 && both[1] + both[4] >= 1 && both[2] >= 1 ? 0 : 1;
 }
 
+// Every mode runs inside train::Ranks::guard: an exception in one rank ends both, naming the rank
+// (the "throw" mode's test checks the message).
+int run_mode(const std::string& mode, int argc, char** argv, dist::Communicator& comm) {
+  if (comm.world() != 2) throw std::runtime_error("run under mpirun -np 2");
+  if (mode == "equivalence" || mode == "resume" || mode == "skips") {
+    if (mode != "equivalence" && argc < 3) throw std::runtime_error(mode + " needs a folder");
+    const int code = mode == "equivalence" ? equivalence(comm)
+                     : mode == "resume"    ? resume(comm, argv[2])
+                                           : skips(comm, argv[2]);
+    std::int64_t worst = code;
+    comm.all_reduce(std::span<std::int64_t>(&worst, 1), dist::ReduceOp::max);
+    return static_cast<int>(worst);
+  }
+  if (mode == "throw") {
+    comm.barrier();
+    if (comm.rank() == 1) throw std::runtime_error("a deliberate failure in rank 1's step");
+    comm.barrier();  // rank 0 waits here until the abort ends it
+    return 0;
+  }
+  if (mode == "stop") {
+    comm.barrier();
+    if (comm.rank() == 1) std::raise(SIGSTOP);
+    comm.barrier();  // rank 0 times out here, naming rank 1
+    return 0;
+  }
+  throw std::runtime_error("mode '" + mode + "': equivalence, resume, skips, throw or stop");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const auto timeout = mode == "stop" ? std::chrono::milliseconds(3000) : std::chrono::milliseconds(120000);
-  const std::unique_ptr<dist::Communicator> comm = dist::connect({.timeout = timeout});
-  try {
-    if (comm->world() != 2) throw std::runtime_error("run under mpirun -np 2");
-    if (mode == "equivalence") {
-      const int code = equivalence(*comm);
-      std::int64_t worst = code;
-      comm->all_reduce(std::span<std::int64_t>(&worst, 1), dist::ReduceOp::max);
-      return static_cast<int>(worst);
-    }
-    if (mode == "resume" || mode == "skips") {
-      if (argc < 3) throw std::runtime_error(mode + " needs a folder");
-      const int code = mode == "resume" ? resume(*comm, argv[2]) : skips(*comm, argv[2]);
-      std::int64_t worst = code;
-      comm->all_reduce(std::span<std::int64_t>(&worst, 1), dist::ReduceOp::max);
-      return static_cast<int>(worst);
-    }
-    if (mode == "throw") {
-      comm->barrier();
-      if (comm->rank() == 1) throw std::runtime_error("a deliberate failure in rank 1's step");
-      comm->barrier();  // rank 0 waits here until the abort ends it
-      return 0;
-    }
-    if (mode == "stop") {
-      comm->barrier();
-      if (comm->rank() == 1) std::raise(SIGSTOP);
-      comm->barrier();  // rank 0 times out here, naming rank 1
-      return 0;
-    }
-    throw std::runtime_error("mode '" + mode + "': equivalence, resume, skips, throw or stop");
-  } catch (const std::exception& error) {
-    comm->abort("mpi_check: rank " + std::to_string(comm->rank()) + " of " + std::to_string(comm->world()) + ": " +
-                error.what());
-  }
+  train::Ranks ranks(timeout);
+  return ranks.guard("mpi_check", [&] { return run_mode(mode, argc, argv, ranks.communicator()); });
 }

@@ -8,9 +8,11 @@
 
 #include <chrono>
 #include <csignal>
+#include <stdexcept>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nn/checkpoint.hpp>
 #include <stoke/nn/lr_schedule.hpp>
+#include <stoke/train/ranks.hpp>
 #include <string>
 #include <thread>
 #include <utility>
@@ -267,3 +269,15 @@ TEST(FitSchedule, StepsAndScheduleFollowTheEpochs) {
 
 }  // namespace
 }  // namespace stoke::train
+
+// Alone (no launcher), Ranks is one rank whose guard is a plain call: the body's result and its
+// exceptions reach the caller (with several ranks it aborts the job: dist.a_rank_that_throws_...).
+TEST(Ranks, AloneTheGuardIsAPlainCall) {
+  stoke::train::Ranks ranks;
+  EXPECT_EQ(ranks.world(), 1);
+  EXPECT_TRUE(ranks.leader());
+  ranks.barrier();
+  EXPECT_EQ(ranks.guard("test", [] { return 7; }), 7);
+  EXPECT_THROW(ranks.guard("test", []() -> int { throw std::runtime_error("the body's"); }), std::runtime_error);
+  EXPECT_EQ(stoke::train::rank_device("cuda", ranks), "cuda");
+}

@@ -106,6 +106,67 @@ std::string script_safe(const Json& json) {
                   {{'<', "\\u003c"}, {'>', "\\u003e"}, {'&', "\\u0026"}});
 }
 
+// The samples' series, one array per field ("t", "dt", "phase", "ips", "gpu", "compute").
+Json samples_json(const std::vector<RunRecorder::Sample>& all) {
+  Json samples = {{"t", Json::array()},   {"dt", Json::array()},  {"phase", Json::array()},
+                  {"ips", Json::array()}, {"gpu", Json::array()}, {"compute", Json::array()}};
+  for (const RunRecorder::Sample& s : all) {
+    samples["t"].push_back(rounded(s.seconds, 9));
+    samples["dt"].push_back(rounded(s.interval, 5));
+    samples["phase"].push_back(s.phase);
+    samples["ips"].push_back(rounded(s.images_per_sec, 5));
+    samples["gpu"].push_back(rounded(s.gpu_busy));
+    samples["compute"].push_back(rounded(s.compute_busy));
+  }
+  return samples;
+}
+
+// Each stage's series over the samples, null where the stage was not in the pipeline.
+Json stages_over_time_json(const std::vector<RunRecorder::Sample>& all) {
+  std::vector<std::string> names;
+  for (const RunRecorder::Sample& s : all)
+    for (const StageSample& st : s.stages)
+      if (std::find(names.begin(), names.end(), st.name) == names.end()) names.push_back(st.name);
+  Json out = Json::array();
+  for (const std::string& name : names) {
+    Json stage = {{"name", name}};
+    for (const auto& [key, field] : {std::pair{"busy", &StageSample::busy}, std::pair{"starved", &StageSample::starved},
+                                     std::pair{"blocked", &StageSample::blocked}}) {
+      Json series = Json::array();
+      for (const RunRecorder::Sample& s : all) {
+        auto it = std::find_if(s.stages.begin(), s.stages.end(), [&](const StageSample& x) { return x.name == name; });
+        series.push_back(it == s.stages.end() ? Json(nullptr) : rounded((*it).*field));
+      }
+      stage[key] = std::move(series);
+    }
+    out.push_back(std::move(stage));
+  }
+  return out;
+}
+
+// One row per epoch, with the ranks' figures when there were ranks.
+Json epochs_json(const std::vector<RunRecorder::EpochRow>& epochs) {
+  Json out = Json::array();
+  for (const RunRecorder::EpochRow& e : epochs) {
+    Json row = {{"epoch", e.epoch},
+                {"train_loss", rounded(e.train_loss, 6)},
+                {"train_top1", rounded(e.train_top1, 6)},
+                {"val_top1", rounded(e.val_top1, 6)},
+                {"val_top5", rounded(e.val_top5, 6)},
+                {"images_per_sec", rounded(e.images_per_sec, 6)},
+                {"compute_busy", rounded(e.compute_busy)},
+                {"skipped", e.skipped}};
+    if (!e.rank_images_per_sec.empty()) {
+      row["rank_images_per_sec"] = Json::array();
+      for (const double r : e.rank_images_per_sec) row["rank_images_per_sec"].push_back(rounded(r, 6));
+      row["allreduce_seconds"] = rounded(e.allreduce_seconds, 6);
+      row["allreduce_hidden"] = rounded(e.allreduce_hidden);
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RunRecorder::json_locked() const {
@@ -118,38 +179,8 @@ std::string RunRecorder::json_locked() const {
   Json out;
   out["run_seconds"] = rounded(run_seconds, 9);
   out["gpu_known"] = std::any_of(all.begin(), all.end(), [](const Sample& s) { return s.gpu_busy.has_value(); });
-  Json samples = {{"t", Json::array()},   {"dt", Json::array()},  {"phase", Json::array()},
-                  {"ips", Json::array()}, {"gpu", Json::array()}, {"compute", Json::array()}};
-  for (const Sample& s : all) {
-    samples["t"].push_back(rounded(s.seconds, 9));
-    samples["dt"].push_back(rounded(s.interval, 5));
-    samples["phase"].push_back(s.phase);
-    samples["ips"].push_back(rounded(s.images_per_sec, 5));
-    samples["gpu"].push_back(rounded(s.gpu_busy));
-    samples["compute"].push_back(rounded(s.compute_busy));
-  }
-  out["samples"] = std::move(samples);
-
-  // Each stage's series over the samples, null where the stage was not in the pipeline.
-  std::vector<std::string> names;
-  for (const Sample& s : all)
-    for (const StageSample& st : s.stages)
-      if (std::find(names.begin(), names.end(), st.name) == names.end()) names.push_back(st.name);
-  out["stages_over_time"] = Json::array();
-  for (const std::string& name : names) {
-    Json stage = {{"name", name}};
-    for (const auto& [key, field] : {std::pair{"busy", &StageSample::busy}, std::pair{"starved", &StageSample::starved},
-                                     std::pair{"blocked", &StageSample::blocked}}) {
-      Json series = Json::array();
-      for (const Sample& s : all) {
-        auto it = std::find_if(s.stages.begin(), s.stages.end(), [&](const StageSample& x) { return x.name == name; });
-        series.push_back(it == s.stages.end() ? Json(nullptr) : rounded((*it).*field));
-      }
-      stage[key] = std::move(series);
-    }
-    out["stages_over_time"].push_back(std::move(stage));
-  }
-
+  out["samples"] = samples_json(all);
+  out["stages_over_time"] = stages_over_time_json(all);
   out["phases"] = Json::array();
   for (const Phase& p : phases_) {
     Json stages = Json::array();
@@ -169,7 +200,6 @@ std::string RunRecorder::json_locked() const {
                              {"stopped", p.stopped},
                              {"stages", std::move(stages)}});
   }
-
   out["moves"] = Json::array();
   for (const Move& m : moves_) {
     out["moves"].push_back({{"t", rounded(m.seconds, 9)},
@@ -181,25 +211,7 @@ std::string RunRecorder::json_locked() const {
                             {"why", m.decision.why},
                             {"revert", m.decision.revert}});
   }
-
-  out["epochs"] = Json::array();
-  for (const EpochRow& e : epochs_) {
-    out["epochs"].push_back({{"epoch", e.epoch},
-                             {"train_loss", rounded(e.train_loss, 6)},
-                             {"train_top1", rounded(e.train_top1, 6)},
-                             {"val_top1", rounded(e.val_top1, 6)},
-                             {"val_top5", rounded(e.val_top5, 6)},
-                             {"images_per_sec", rounded(e.images_per_sec, 6)},
-                             {"compute_busy", rounded(e.compute_busy)},
-                             {"skipped", e.skipped}});
-    if (!e.rank_images_per_sec.empty()) {
-      Json& row = out["epochs"].back();
-      row["rank_images_per_sec"] = Json::array();
-      for (const double r : e.rank_images_per_sec) row["rank_images_per_sec"].push_back(rounded(r, 6));
-      row["allreduce_seconds"] = rounded(e.allreduce_seconds, 6);
-      row["allreduce_hidden"] = rounded(e.allreduce_hidden);
-    }
-  }
+  out["epochs"] = epochs_json(epochs_);
   return script_safe(out);
 }
 
@@ -259,8 +271,8 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
 std::string RunRecorder::epochs_table_locked() const {
   if (epochs_.empty()) return "";
   // Data-parallel runs add each rank's throughput and the all-reduce's time and overlap.
-  const bool ranks = std::any_of(epochs_.begin(), epochs_.end(),
-                                 [](const EpochRow& e) { return !e.rank_images_per_sec.empty(); });
+  const bool ranks =
+      std::any_of(epochs_.begin(), epochs_.end(), [](const EpochRow& e) { return !e.rank_images_per_sec.empty(); });
   std::string rows;
   for (const EpochRow& e : epochs_) {
     std::string per_rank;

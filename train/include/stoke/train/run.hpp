@@ -4,9 +4,9 @@
 // examples/train are this plus option parsing and printing; under mpirun the same lines train
 // data-parallel.
 //
-//   const auto comm = dist::connect();                       // alone, or a rank of mpirun's job
+//   Ranks ranks;                                             // alone, or a rank of mpirun's job
 //   Run run(recipe, open_training_data("photos/train", {}, "auto", recipe.batch),
-//           make_compute(rank_device("auto", *comm), &std::cerr), {.communicator = comm.get()});
+//           make_compute(rank_device("auto", ranks), &std::cerr), {.communicator = &ranks.communicator()});
 //   const FitResult result = run.fit(callbacks);
 //
 // What the run holds lives as long as it does; the trainer and model may be used between fits
@@ -28,7 +28,7 @@
 namespace stoke::train {
 
 struct RunOptions {
-  /// The ranks of a data-parallel run (dist::connect()); null or one rank: alone.
+  /// The ranks of a data-parallel run (Ranks::communicator(), or dist::connect()); null or one rank: alone.
   dist::Communicator* communicator = nullptr;
   /// How the gradients and batch norm are synced when there are ranks.
   DataParallelOptions data_parallel{};
