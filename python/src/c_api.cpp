@@ -10,11 +10,11 @@
 #include <stdexcept>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
+#include <stoke/train/loader_settings.hpp>
 #include <string>
 #include <vector>
 
 #include "batch_fields.hpp"
-#include "settings.hpp"
 #include "stoke_c.h"
 
 struct stoke_loader {
@@ -73,9 +73,14 @@ void stoke_string_free(char* text) { std::free(text); }
 
 int stoke_loader_new(const char* settings_json, stoke_loader** out) {
   return guarded([&] {
-    const stoke::python::Settings s = stoke::python::settings_from_json(settings_json);
-    *out = new stoke_loader{
-        stoke::train::Loader(stoke::python::open_dataset(s), stoke::python::input_config(s), s.epochs)};
+    *out = new stoke_loader{stoke::train::make_loader(stoke::train::loader_settings_from_json(settings_json))};
+    return 0;
+  });
+}
+
+int stoke_loader_settings(char** json) {
+  return guarded([&] {
+    *json = copy_string(stoke::train::describe_loader_settings().dump());
     return 0;
   });
 }

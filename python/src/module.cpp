@@ -1,6 +1,6 @@
 // stoke._native: the pybind11 binding of stoke::train::Loader (c_api.cpp is the other, for ctypes;
-// both share settings.cpp and batch_fields.cpp). The stoke package (python/stoke/)
-// wraps it in stoke.Loader, which turns the DLPack capsules made here into torch tensors.
+// both read the settings with train's loader_settings.hpp and share batch_fields.cpp). The stoke package
+// (python/stoke/) wraps it in stoke.Loader, which turns the DLPack capsules made here into torch tensors.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl/filesystem.h>
 
@@ -10,11 +10,11 @@
 #include <stdexcept>
 #include <stoke/train/json.hpp>
 #include <stoke/train/loader.hpp>
+#include <stoke/train/loader_settings.hpp>
 #include <string>
 
 #include "batch_fields.hpp"
 #include "dlpack_export.hpp"
-#include "settings.hpp"
 
 namespace py = pybind11;
 
@@ -45,7 +45,7 @@ py::dict batch_dict(train::LoaderBatch batch) {
 // The loader and what Python asks of it.
 class NativeLoader {
  public:
-  explicit NativeLoader(const Settings& s) : loader_(open_dataset(s), input_config(s), s.epochs) {}
+  explicit NativeLoader(const train::LoaderSettings& s) : loader_(train::make_loader(s)) {}
 
   std::size_t size() const { return loader_.size(); }
   void begin() { loader_.begin(); }
@@ -92,9 +92,12 @@ PYBIND11_MODULE(_native, m) {
     }
   });
 
+  m.def(
+      "loader_settings", [] { return train::describe_loader_settings().dump(); },
+      "the settings a loader takes, as JSON: [{name, type, default, doc}...] in order");
   py::class_<NativeLoader>(m, "NativeLoader")
       .def(py::init([](const std::string& settings_json) {
-             return new NativeLoader(python::settings_from_json(settings_json));
+             return new NativeLoader(train::loader_settings_from_json(settings_json));
            }),
            py::arg("settings_json"), py::call_guard<py::gil_scoped_release>())
       .def("__len__", &NativeLoader::size)

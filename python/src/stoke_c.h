@@ -32,8 +32,12 @@ typedef struct stoke_batch stoke_batch;
 STOKE_C_API const char* stoke_last_error(void);
 STOKE_C_API void stoke_string_free(char* text);
 
-/* A loader over the settings, a JSON object with the members of stoke::python::Settings. */
+/* A loader over the settings, a JSON object keyed by the settings' names
+ * (stoke::train::LoaderSettings; stoke_loader_settings lists them). */
 STOKE_C_API int stoke_loader_new(const char* settings_json, stoke_loader** out);
+/* The settings a loader takes, as JSON: [{"name", "type", "default", "doc"}...] in order
+ * (stoke::train::describe_loader_settings). */
+STOKE_C_API int stoke_loader_settings(char** json);
 STOKE_C_API void stoke_loader_free(stoke_loader* loader);
 STOKE_C_API int stoke_loader_size(stoke_loader* loader, uint64_t* batches);
 STOKE_C_API int stoke_loader_items_per_epoch(stoke_loader* loader, uint64_t* items);

@@ -43,6 +43,7 @@ def _load():
         "stoke_last_error": (c_char_p, []),
         "stoke_string_free": (None, [c_void_p]),
         "stoke_loader_new": (c_int, [c_char_p, p(c_void_p)]),
+        "stoke_loader_settings": (c_int, [p(c_void_p)]),
         "stoke_loader_free": (None, [c_void_p]),
         "stoke_loader_size": (c_int, [c_void_p, p(u64)]),
         "stoke_loader_items_per_epoch": (c_int, [c_void_p, p(u64)]),
@@ -88,6 +89,11 @@ def _take_string(call, *args):
         return ctypes.string_at(out.value).decode("utf-8", "replace")
     finally:
         _lib.stoke_string_free(out)
+
+
+def loader_settings():
+    """The settings a loader takes, as JSON (see stoke._native.loader_settings)."""
+    return _take_string(_lib.stoke_loader_settings)
 
 
 class NativeLoader:

@@ -1,14 +1,35 @@
 """stoke.Loader: stoke's C++ input pipeline as an iterable of torch tensors (see Loader)."""
 
 import collections
+import inspect
 import json
 import os
+import textwrap
 
 from . import binding as _native
 
 STATE_VERSION = 1
+# The settings the C++ loader takes, declared once there (stoke/train/loader_settings.hpp): each
+# one's name, type, default and meaning, in order. Loader's signature and docstring are made from it.
+_DECLARED = json.loads(_native.loader_settings())
+_DEFAULTS = {d["name"]: d["default"] for d in _DECLARED}
 # The loader's threads work at this nice value (lower priority than the training loop's): see Loader.
-NICE = 10
+NICE = _DEFAULTS["nice"]
+
+
+def _coerce(declared, value):
+    """`value` as the setting's declared type ("int", "bool", "str", "list[str]", "int?" where None
+    leaves it empty); None for any other setting means its default."""
+    kind = declared["type"]
+    if value is None:
+        return None if kind == "int?" else declared["default"]
+    if kind in ("int", "int?"):
+        return int(value)
+    if kind == "bool":
+        return bool(value)
+    if kind == "list[str]":
+        return [str(value)] if isinstance(value, (str, os.PathLike)) else [str(v) for v in value]
+    return str(value)
 
 
 class Batch:
@@ -167,22 +188,8 @@ def _cores():
 class Loader:
     """Batches of a dataset through stoke's input pipeline, as torch tensors.
 
-    Args:
-        data: what ``stoke train --data`` takes: an ImageFolder (one folder per class), a file
-            list (.csv/.txt), a CIFAR folder, a pack (.stoke), tar shards (a file, a folder, a
-            pattern), a segmentation folder, or with ``format`` a folder of COCO images.
-        format: "auto" (recognise ``data``) or a data format with its parameters, as ``stoke
-            train --format`` takes it: "folder", "tar", "cifar split=test", "coco
-            annotations=instances_val2017.json" (a COCO set's batches carry "boxes",
-            "box_classes", "box_counts" and "box_extras" (iscrowd)); ``stoke bench pipeline
-            --list-formats`` lists them. A plugin may add formats.
-        transforms: registry specs, as ``stoke bench pipeline --transform`` takes them, applied in
-            order; they must end at ``size`` x ``size``. Default: ``random_resized_crop size=<size>``,
-            ``random_horizontal_flip``, ``normalize``. With a final ``normalize`` the images are
-            float32 NCHW, normalized; without, uint8 NHWC (``stoke bench pipeline --list-transforms``
-            lists the transforms and their parameters).
-        batch_size, shuffle, seed, drop_last: as DataLoader's. Each epoch's order and each item's
-            augmentation are functions of (seed, epoch, item): set_epoch() picks the epoch.
+    Args (``data`` and ``transforms`` may be given by position, the others by name):
+{settings}
         device: "cpu" (tensors that view the batch slots, no copy) or "cuda" / "cuda:N": the
             tensors are on that GPU. Each slot is pinned once, each batch copied asynchronously on a
             stream of the loader's own, and torch's current stream (at the time the batch is
@@ -190,35 +197,6 @@ class Loader:
             one batch overlaps the GPU work queued for the one before. Labels become int64 on the
             device. The slot goes back to the pool as soon as its copy is done, so on CUDA a loop
             that keeps tensors holds device memory, not slots.
-        rank, world: this process's share of each epoch in a data-parallel run; ``remainder``
-            ("pad", the default, as DistributedSampler; "drop"; "uneven") makes the shares equal.
-        threads: the parallel stages' threads (None: one per core to start; with autotune the
-            scheduler moves them within [1, 2 x cores]).
-        autotune: let stoke's scheduler move threads and the in-flight limit while it runs.
-        cpu_budget: the cores the loader's stages may keep busy together (None: every core this
-            process may run on). The parallel stages start at that many threads (at most one per
-            core) and the scheduler grows a stage only while the stages' measured busy time stays
-            within it. Lower it (and torch.set_num_threads) only to keep cores for something else.
-        nice: the loader threads' CPU priority while they work, a Linux nice value (default 10;
-            0: the caller's). The rule for sharing the cores with a model training on the same CPU:
-            leave torch its threads (one per core), the loader its default budget and a lower
-            priority, and let torch's OpenMP threads sleep when idle (``OMP_WAIT_POLICY=PASSIVE`` in
-            the environment before torch is imported; by default they spin and hold the cores).
-            torch's threads then win a core whenever they can run; the loader's threads take the
-            time they leave, and when the loop waits for a batch it sleeps and they have the cores.
-            On 2 cores this trained faster than nice 0 (the figures: docs/benchmarks.md). Threads of
-            oneTBB that served the loader get their priority back afterwards only where the process
-            may raise it (root, CAP_SYS_NICE); elsewhere they keep the lower one.
-        on_error: "skip" (an unreadable or undecodable file is left out, counted and named in
-            stats()["skipped_files"]) or "fail" (the iteration raises, naming the stage and the file).
-        plugins: shared libraries of stoke plugins to load first (their transforms can then be
-            named in ``transforms``, their data formats in ``format``).
-        prefetch: batches prepared ahead (the pool holds prefetch + 2 batches).
-        epochs: the epochs the run reads (0 .. epochs - 1), when known. The loader then stops at the
-            last one's end; without it (None) it goes on preparing the next epoch's first batches
-            while the loop finishes an epoch -- at the run's end, decoding no one takes (up to the
-            pool's batches and the in-flight items), on the cores the training loop is using.
-            Iterating an epoch past the last raises ValueError.
         label_dtype: the labels' torch dtype: torch.int64 (the default: DataLoader's, what
             cross_entropy takes; a copy of batch_size numbers) or torch.int32 (stoke's own, a view
             of the batch like every other field).
@@ -233,28 +211,18 @@ class Loader:
     Ctrl-C interrupts a wait for a batch (KeyboardInterrupt).
     """
 
-    def __init__(self, data, transforms=None, batch_size=64, size=224, shuffle=True, seed=0, drop_last=False,
-                 device="cpu", rank=0, world=1, remainder="pad", threads=None, autotune=True, cpu_budget=None,
-                 on_error="skip", plugins=(), prefetch=4, format="auto", color="rgb", fuse=True, label_dtype=None,
-                 nice=NICE, epochs=None):
+    def __init__(self, data, transforms=None, *, device="cpu", label_dtype=None, **settings):
+        unknown = sorted(set(settings) - set(_DEFAULTS))
+        if unknown:
+            raise TypeError(f"stoke.Loader: no setting {', '.join(map(repr, unknown))}; it takes "
+                            f"{', '.join(list(_DEFAULTS)[2:] + ['device', 'label_dtype'])}")
+        settings.update(data=data, transforms=transforms)
+        s = {d["name"]: _coerce(d, settings[d["name"]]) if d["name"] in settings else d["default"] for d in _DECLARED}
         # A named format may take paths that are not files (a plugin's); "auto" wants one, or a pattern.
-        if (format in (None, "", "auto") and not os.path.exists(str(data)) and "{" not in str(data)
-                and "*" not in str(data)):
+        data = s["data"]
+        if s["format"] in ("", "auto") and not os.path.exists(data) and "{" not in data and "*" not in data:
             raise FileNotFoundError(f"stoke.Loader: {data} does not exist (a folder of images, a file list, a pack "
                                     "or tar shards)")
-        if isinstance(transforms, str):
-            transforms = [transforms]
-        if epochs is not None and int(epochs) < 1:
-            raise ValueError(f"stoke.Loader: epochs={epochs}: the run's epochs must be at least 1 (None: no end)")
-        if not 0 <= int(nice) <= 19:
-            raise ValueError(f"stoke.Loader: nice={nice} is not a Linux nice value from 0 (as the caller) to 19 (lowest)")
-        s = {"data": str(data), "transforms": list(transforms or []), "batch_size": int(batch_size), "size": int(size),
-             "shuffle": bool(shuffle), "seed": int(seed), "drop_last": bool(drop_last), "rank": int(rank),
-             "world": int(world), "remainder": str(remainder), "threads": 0 if threads is None else int(threads),
-             "autotune": bool(autotune), "cpu_budget": 0 if cpu_budget is None else max(1, int(cpu_budget)),
-             "on_error": str(on_error), "plugins": [str(p) for p in plugins], "prefetch": int(prefetch),
-             "format": "" if format in (None, "auto") else str(format), "color": str(color), "fuse": bool(fuse),
-             "nice": int(nice), "epochs": 0 if epochs is None else int(epochs)}
         self._settings = s
         import torch
 
@@ -387,3 +355,29 @@ class Loader:
 
     def __repr__(self):
         return f"stoke.Loader({self._settings['data']!r}, {self.shape}, {len(self)} batches per epoch)"
+
+
+def _settings_doc():
+    """The Args entries of the declared settings, for Loader's docstring."""
+    lines = []
+    for d in _DECLARED:
+        lines += textwrap.wrap(f"{d['name']}: {d['doc']}", width=104, initial_indent=" " * 8,
+                               subsequent_indent=" " * 12, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def _signature():
+    """Loader.__init__'s signature as help() and inspect show it: data and transforms, then every
+    declared setting with its default, then the Python-side device and label_dtype."""
+    assert [d["name"] for d in _DECLARED[:2]] == ["data", "transforms"], "the declaration starts with them"
+    P = inspect.Parameter
+    params = [P("self", P.POSITIONAL_OR_KEYWORD), P("data", P.POSITIONAL_OR_KEYWORD),
+              P("transforms", P.POSITIONAL_OR_KEYWORD, default=None)]
+    params += [P(d["name"], P.KEYWORD_ONLY, default=d["default"]) for d in _DECLARED[2:]]
+    params += [P("device", P.KEYWORD_ONLY, default="cpu"), P("label_dtype", P.KEYWORD_ONLY, default=None)]
+    return inspect.Signature(params)
+
+
+if Loader.__doc__:  # not under python -OO
+    Loader.__doc__ = Loader.__doc__.replace("{settings}", _settings_doc())
+Loader.__init__.__signature__ = _signature()

@@ -13,9 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/train/input.hpp>
+#include <stoke/train/loader_settings.hpp>
 #include <string>
-
-#include "settings.hpp"
 
 namespace {
 
@@ -38,11 +37,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    const stoke::python::Settings settings = stoke::python::settings_from_json(argv[1]);
-    stoke::train::InputConfig config = stoke::python::input_config(settings);
+    const stoke::train::LoaderSettings settings = stoke::train::loader_settings_from_json(argv[1]);
+    stoke::train::InputConfig config = stoke::train::input_config(settings);
     config.first_epoch = static_cast<std::uint32_t>(std::stoul(argv[2]));
     config.epochs = static_cast<std::uint32_t>(std::stoul(argv[3]));
-    stoke::train::Input input = stoke::train::make_input(stoke::python::open_dataset(settings), config);
+    stoke::train::Input input = stoke::train::make_input(stoke::train::open_dataset(settings), config);
     stoke::graph::Pipeline pipe(input.pipeline_options);
     stoke::train::add_input(pipe, input, config).sink("write", [](stoke::nodes::Batch b) {
       const nlohmann::json line = {{"pixels", hex(b.data())},

@@ -2,6 +2,7 @@
 bound holds; resume is exact; ranks share epochs; errors are named; Ctrl-C and fork behave."""
 
 import gc
+import inspect
 import io
 import json
 import os
@@ -209,7 +210,7 @@ def test_bad_arguments_name_the_thing(shapes, tmp_path):
         make(tmp_path / "nothing-here")
     with pytest.raises(ValueError, match="no_such_transform"):
         make(shapes, transforms=["no_such_transform size=3"])
-    with pytest.raises(ValueError, match="on_error must be 'skip' or 'fail'"):
+    with pytest.raises(ValueError, match="on_error must be skip or fail"):
         make(shapes, on_error="ignore")
     with pytest.raises(ValueError, match="device='meta'; it takes 'cpu', 'cuda' or 'cuda:N'"):
         make(shapes, device="meta")
@@ -393,6 +394,27 @@ def test_the_binding_names_a_setting_it_does_not_know_or_of_the_wrong_type(shape
         stoke.binding.NativeLoader(json.dumps({"data": str(shapes), "batch_size": "many"}))
     with pytest.raises(ValueError, match="not a JSON object"):
         stoke.binding.NativeLoader("[1, 2")
+
+
+
+def test_the_signature_and_the_docstring_come_from_the_cpp_declaration(shapes):
+    declared = json.loads(stoke.binding.loader_settings())
+    names = [d["name"] for d in declared]
+    assert names[:3] == ["data", "transforms", "batch_size"] and "epochs" in names
+    parameters = inspect.signature(stoke.Loader).parameters
+    assert list(parameters) == names + ["device", "label_dtype"]
+    for d in declared[2:]:
+        assert parameters[d["name"]].default == d["default"], d["name"]
+        assert f"        {d['name']}: " in stoke.Loader.__doc__, d["name"]
+    assert parameters["threads"].default is None and parameters["nice"].default == 10
+    with pytest.raises(TypeError, match="no setting 'batchsize'; it takes batch_size, size"):
+        stoke.Loader(shapes, batchsize=4)
+    # Python's values become the declared types; None means the declared default.
+    loader = make(shapes, batch_size=4.0, threads=None, cpu_budget=None, format=None, transforms=TRANSFORMS[0])
+    assert loader._settings["batch_size"] == 4 and loader._settings["threads"] is None
+    assert loader._settings["format"] == "auto" and loader._settings["transforms"] == [TRANSFORMS[0]]
+    with pytest.raises(ValueError, match="cpu_budget=0: at least 1 core"):
+        make(shapes, cpu_budget=0)
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stoke/graph/pipeline.hpp>
+#include <stoke/train/loader_settings.hpp>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -331,6 +333,61 @@ TEST_F(LoaderTest, RefusesAStartPastTheEpochAndNextBeforeBegin) {
   Loader loader(dataset, config_for_loader());
   EXPECT_THROW(loader.next(), std::logic_error);
   EXPECT_THROW(loader.seek({0, 17}), std::invalid_argument);
+}
+
+// The settings a binding gives are declared once: what describe_loader_settings lists (and Python
+// builds stoke.Loader's signature from) is what loader_settings_from_json reads and input_config maps.
+TEST(LoaderSettings, TheDeclarationListsEverySettingItsTypeAndDefaultInOrder) {
+  const nlohmann::json declared = describe_loader_settings();
+  ASSERT_GE(declared.size(), 20u);
+  EXPECT_EQ(declared[0]["name"], "data");
+  EXPECT_EQ(declared[1]["name"], "transforms");
+  EXPECT_EQ(declared[1]["type"], "list[str]");
+  nlohmann::json object = nlohmann::json::object();
+  for (const nlohmann::json& d : declared) {
+    EXPECT_FALSE(d["doc"].get<std::string>().empty()) << d["name"];
+    object[d["name"].get<std::string>()] = d["default"];
+    if (d["name"] == "batch_size") {
+      EXPECT_EQ(d["type"], "int");
+    } else if (d["name"] == "threads") {
+      EXPECT_EQ(d["type"], "int?");
+      EXPECT_TRUE(d["default"].is_null());
+    }
+  }
+  // Every default read back is the default.
+  const LoaderSettings back = loader_settings_from_json(object.dump());
+  EXPECT_EQ(back.batch_size, LoaderSettings{}.batch_size);
+  EXPECT_EQ(back.nice, 10);
+  EXPECT_FALSE(back.threads.has_value());
+}
+
+TEST(LoaderSettings, JsonIsReadByNameAndMistakesAreNamed) {
+  const LoaderSettings s =
+      loader_settings_from_json(R"({"data": "d", "batch_size": 8, "threads": 3, "epochs": null, "remainder": "drop"})");
+  EXPECT_EQ(s.data, "d");
+  EXPECT_EQ(s.batch_size, 8u);
+  EXPECT_EQ(s.threads, 3);
+  EXPECT_FALSE(s.epochs.has_value());
+  const InputConfig c = input_config(s);
+  EXPECT_EQ(c.batch_size, 8u);
+  EXPECT_EQ(c.threads, 3);
+  EXPECT_EQ(c.remainder, ShardRemainder::drop);
+  EXPECT_EQ(c.nice, 10);
+  const auto message = [](const std::string& json) {
+    try {
+      (void)input_config(loader_settings_from_json(json));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(R"({"bogus": 1})"), "the loader has no setting 'bogus'");
+  EXPECT_EQ(message(R"({"threads": "many"})"),
+            "the loader setting 'threads' has the wrong type: \"many\" (it takes int?)");
+  EXPECT_EQ(message(R"({"color": "cmyk"})"), "color must be rgb or keep, not 'cmyk'");
+  EXPECT_EQ(message(R"({"remainder": "x"})"), "remainder must be pad, drop or uneven, not 'x'");
+  EXPECT_EQ(message(R"({"rank": 2, "world": 2})"), "rank 2 is not below world 2");
+  EXPECT_EQ(message(R"({"epochs": 0})"), "epochs=0: the run's epochs must be at least 1 (None: no end)");
 }
 
 }  // namespace
