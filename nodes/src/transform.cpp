@@ -12,7 +12,7 @@ const char* layout_name(PixelLayout layout) {
 
 std::string Transform::refuses(const Image& image) const {
   if (accepts(image.layout)) return {};
-  if (image.layout == PixelLayout::chw_f32 && name() == "normalize")
+  if (image.layout == PixelLayout::chw_f32 && normalization())
     return "the image is already normalized (float CHW); list normalize once, last";
   return std::string("cannot take a ") + layout_name(image.layout) + " image; put it before normalize";
 }

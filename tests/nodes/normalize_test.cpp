@@ -7,6 +7,7 @@
 #include <opencv2/core.hpp>
 #include <stdexcept>
 #include <stoke/nodes/normalize.hpp>
+#include <stoke/nodes/random_horizontal_flip.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +51,15 @@ Image apply(const Normalize& normalize, cv::Mat pixels) {
   ItemRng rng(0, 0, 0);
   normalize(image, rng);
   return image;
+}
+
+TEST(Normalize, SaysItIsOnlyANormalizationAndOtherStepsDoNot) {
+  const auto normalization = Normalize({0.5f, 0.25f}, {0.1f}, 4095).normalization();
+  ASSERT_TRUE(normalization.has_value());
+  EXPECT_EQ(normalization->mean, (std::vector<float>{0.5f, 0.25f}));
+  EXPECT_EQ(normalization->stddev, std::vector<float>{0.1f});
+  EXPECT_EQ(normalization->range, 4095.0f);
+  EXPECT_FALSE(RandomHorizontalFlip().normalization().has_value());
 }
 
 TEST(Normalize, ValuesEqualTheFormulaExactly) {

@@ -163,6 +163,34 @@ TEST(BatchShape, ComesFromTheDataWhenItIsNotPlainRgb) {
               HasSubstr("none of its first 1 items could be read and decoded"));
 }
 
+// A trailing step that is only a normalization (Transform::normalization(), not its name) is left
+// to the device: its parameters become the convert, and the batches stay uint8 NHWC.
+TEST(MakeInput, ConvertOnDeviceTakesTheTrailingNormalizationOffTheHost) {
+  const TempDir dir;
+  InputConfig config;
+  config.batch_size = 2;
+  config.size = 8;
+  config.convert_on_device = true;
+  config.autotune = false;
+  config.transforms = {"random_resized_crop size=8", "normalize mean=0.5 std=0.25 range=100"};
+  const fs::path photos = photo_folder(dir, "photos", 2);
+  const Input with = make_input(open_dataset(photos), config);
+  ASSERT_TRUE(with.convert.has_value());
+  EXPECT_EQ(with.convert->mean, std::vector<float>{0.5f});
+  EXPECT_EQ(with.convert->stddev, std::vector<float>{0.25f});
+  EXPECT_EQ(with.convert->range, 100.0f);
+  ASSERT_EQ(with.transforms.size(), 1u);
+  EXPECT_EQ(with.transforms[0]->name(), "random_resized_crop");
+  EXPECT_EQ(with.pool.shape().describe(), "2 x 8x8x3 nhwc u8");
+
+  config.transforms.pop_back();  // none: a plain 0..1 scale
+  const Input without = make_input(open_dataset(photos), config);
+  ASSERT_TRUE(without.convert.has_value());
+  EXPECT_EQ(without.convert->mean, std::vector<float>{0.0f});
+  EXPECT_EQ(without.convert->stddev, std::vector<float>{1.0f});
+  EXPECT_EQ(without.transforms.size(), 1u);
+}
+
 TEST(OpenTrainingData, FindsTheSiblingValidationFolder) {
   const TempDir dir;
   photo_folder(dir, "data/train", 2);

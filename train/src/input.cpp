@@ -5,7 +5,6 @@
 #include <stoke/nodes/collate.hpp>
 #include <stoke/nodes/dataset_registry.hpp>
 #include <stoke/nodes/decode_augment.hpp>
-#include <stoke/nodes/normalize.hpp>
 #include <stoke/nodes/plugin.hpp>
 #include <stoke/nodes/registry.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
@@ -50,7 +49,7 @@ std::vector<nodes::TransformPtr> make_transforms(const InputConfig& config) {
 
 nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& config,
                               const std::vector<nodes::TransformPtr>& transforms) {
-  const bool normalized = !transforms.empty() && transforms.back()->name() == "normalize";
+  const bool normalized = !transforms.empty() && transforms.back()->normalization().has_value();
   nodes::BatchShape rgb{.batch_size = config.batch_size,
                         .height = config.size,
                         .width = config.size,
@@ -102,11 +101,10 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
                                   .range = 0,
                                   .dtype = config.convert_dtype,
                                   .layout = config.convert_layout};
-    if (const auto* normalize =
-            dynamic_cast<const nodes::Normalize*>(transforms.empty() ? nullptr : transforms.back().get())) {
-      convert->mean.assign(normalize->mean().begin(), normalize->mean().end());
-      convert->stddev.assign(normalize->stddev().begin(), normalize->stddev().end());
-      convert->range = normalize->range();
+    if (auto normalize = transforms.empty() ? std::nullopt : transforms.back()->normalization()) {
+      convert->mean = std::move(normalize->mean);
+      convert->stddev = std::move(normalize->stddev);
+      convert->range = normalize->range;
       transforms.pop_back();
     }
   }

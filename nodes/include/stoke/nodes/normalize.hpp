@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,9 @@ class Normalize final : public Transform {
   std::string_view name() const noexcept override { return "normalize"; }
   std::string describe() const override;
   std::string refuses(const Image& image) const override;
+  std::optional<PixelNormalization> normalization() const override {
+    return PixelNormalization{.mean = mean_, .stddev = stddev_, .range = range_};
+  }
 
   const std::vector<float>& mean() const noexcept { return mean_; }
   const std::vector<float>& stddev() const noexcept { return stddev_; }

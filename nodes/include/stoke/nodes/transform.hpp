@@ -22,6 +22,14 @@ struct Region {
   cv::Size out;
 };
 
+/// A per-channel map of pixels to float, out[c] = (x[c] / range - mean[c]) / stddev[c] (range 0:
+/// the pixel type's full scale), as Normalize does it.
+struct PixelNormalization {
+  std::vector<float> mean;
+  std::vector<float> stddev;
+  float range = 0;
+};
+
 /// A step of augmentation. Implementations are immutable after construction and thread-safe:
 /// all per-item randomness comes from the ItemRng passed in, which is derived from
 /// (seed, epoch, index), so results do not depend on the thread that runs them.
@@ -50,6 +58,11 @@ class Transform {
   /// "plan + decode the region + finish" gives the same geometry as "decode + apply".
   /// nullopt (the default) when the transform cannot be fused into decoding.
   virtual std::optional<Region> plan(cv::Size source, ItemRng& rng) const;
+
+  /// What this step is when it is only a PixelNormalization (HWC pixels to normalized float CHW,
+  /// nothing else), so that a consumer may do it elsewhere -- train leaves a trailing one to the
+  /// device's convert -- and the batches it ends are float NCHW; nullopt (the default) otherwise.
+  virtual std::optional<PixelNormalization> normalization() const { return std::nullopt; }
 
   /// The pixel layouts this step accepts (default: hwc only, i.e. before normalize).
   virtual bool accepts(PixelLayout layout) const noexcept { return layout == PixelLayout::hwc; }
