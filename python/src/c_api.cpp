@@ -108,6 +108,13 @@ int stoke_loader_shape(stoke_loader* l, char** text) {
   });
 }
 
+int stoke_loader_normalization(stoke_loader* l, char** json) {
+  return guarded([&] {
+    *json = copy_string(stoke::train::loader_normalization(l->loader).dump());
+    return 0;
+  });
+}
+
 int stoke_loader_begin(stoke_loader* l) {
   return guarded([&] {
     l->loader.begin();

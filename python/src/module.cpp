@@ -105,6 +105,7 @@ PYBIND11_MODULE(_native, m) {
       .def("next", &NativeLoader::next)
       .def("items_per_epoch", [](NativeLoader& l) { return l.loader().items_per_epoch(); })
       .def("shape", [](NativeLoader& l) { return l.loader().shape().describe(); })
+      .def("normalization", [](NativeLoader& l) { return train::loader_normalization(l.loader()).dump(); })
       .def("set_epoch", [](NativeLoader& l, std::uint32_t epoch) { l.loader().set_epoch(epoch); })
       .def("position",
            [](NativeLoader& l) {

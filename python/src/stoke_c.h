@@ -42,6 +42,9 @@ STOKE_C_API void stoke_loader_free(stoke_loader* loader);
 STOKE_C_API int stoke_loader_size(stoke_loader* loader, uint64_t* batches);
 STOKE_C_API int stoke_loader_items_per_epoch(stoke_loader* loader, uint64_t* items);
 STOKE_C_API int stoke_loader_shape(stoke_loader* loader, char** text);
+/* What the caller applies to the uint8 images when the settings' normalize_on_device left the
+ * normalize to it: {"mean", "stddev", "range"}, or null (stoke::train::loader_normalization). */
+STOKE_C_API int stoke_loader_normalization(stoke_loader* loader, char** json);
 STOKE_C_API int stoke_loader_begin(stoke_loader* loader);
 /* 1 and a batch in *out; 0 at the epoch's end; 2 when none came within timeout_ms. */
 STOKE_C_API int stoke_loader_next(stoke_loader* loader, int timeout_ms, stoke_batch** out);

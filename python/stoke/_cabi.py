@@ -48,6 +48,7 @@ def _load():
         "stoke_loader_size": (c_int, [c_void_p, p(u64)]),
         "stoke_loader_items_per_epoch": (c_int, [c_void_p, p(u64)]),
         "stoke_loader_shape": (c_int, [c_void_p, p(c_void_p)]),
+        "stoke_loader_normalization": (c_int, [c_void_p, p(c_void_p)]),
         "stoke_loader_begin": (c_int, [c_void_p]),
         "stoke_loader_next": (c_int, [c_void_p, c_int, p(c_void_p)]),
         "stoke_loader_set_epoch": (c_int, [c_void_p, u32]),
@@ -122,6 +123,9 @@ class NativeLoader:
 
     def shape(self):
         return _take_string(_lib.stoke_loader_shape, self._handle)
+
+    def normalization(self):
+        return _take_string(_lib.stoke_loader_normalization, self._handle)
 
     def begin(self):
         _check(_lib.stoke_loader_begin(self._handle))

@@ -18,14 +18,14 @@ NICE = _DEFAULTS["nice"]
 
 
 def _coerce(declared, value):
-    """`value` as the setting's declared type ("int", "bool", "str", "list[str]", "int?" where None
-    leaves it empty); None for any other setting means its default."""
+    """`value` as the setting's declared type ("int", "bool", "str", "list[str]"; "int?" and "bool?"
+    where None leaves it empty); None for any other setting means its default."""
     kind = declared["type"]
     if value is None:
-        return None if kind == "int?" else declared["default"]
+        return None if kind.endswith("?") else declared["default"]
     if kind in ("int", "int?"):
         return int(value)
-    if kind == "bool":
+    if kind in ("bool", "bool?"):
         return bool(value)
     if kind == "list[str]":
         return [str(value)] if isinstance(value, (str, os.PathLike)) else [str(v) for v in value]
@@ -178,6 +178,39 @@ class _ToDevice:
         self._pinned.clear()
 
 
+class _Normalize:
+    """The normalize a loader left to the tensors' device (normalize_on_device): uint8 NHWC images
+    become float32 NCHW, (x / range - mean[c]) / stddev[c], computed in float32 as the pipeline's own
+    Normalize computes it. One pass to NCHW, then the arithmetic in place, on the current stream."""
+
+    def __init__(self, normalization):
+        self._mean, self._stddev = normalization["mean"], normalization["stddev"]
+        self._range = normalization["range"] or 255.0  # 0: the full scale of uint8
+        self._constants = {}  # (device, channels) -> (range, mean, stddev) as (1, C, 1, 1) tensors
+
+    def _for(self, device, channels):
+        key = (device, channels)
+        if key not in self._constants:
+            import torch
+
+            def per_channel(values):  # one value serves every channel; a longer list is used from its start
+                values = values * channels if len(values) == 1 else values[:channels]
+                on_host = torch.tensor(values, dtype=torch.float32).view(1, channels, 1, 1)
+                return on_host.to(device, non_blocking=True)  # made once: no wait for the GPU
+
+            self._constants[key] = (per_channel([self._range]), per_channel(self._mean), per_channel(self._stddev))
+        return self._constants[key]
+
+    def __call__(self, images):
+        import torch
+
+        n, h, w, c = images.shape
+        scale, mean, stddev = self._for(images.device, c)
+        out = torch.empty((n, c, h, w), dtype=torch.float32, device=images.device)
+        out.copy_(images.permute(0, 3, 1, 2))
+        return out.div_(scale).sub_(mean).div_(stddev)
+
+
 def _cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -234,7 +267,11 @@ class Loader:
         self._from_dlpack = from_dlpack  # torch's, looked up once rather than for every batch
         self._convert_labels = self._label_dtype != torch.int32
         self._to_device = _ToDevice(device) if str(device) != "cpu" else None
+        if s["normalize_on_device"] is None:
+            s["normalize_on_device"] = self._to_device is not None
         self._native = _native.NativeLoader(json.dumps(s))
+        normalization = json.loads(self._native.normalization())
+        self._normalize = _Normalize(normalization) if normalization is not None else None
         self._iterations = 0  # iterations begun: an older one that goes on raises
 
     def __len__(self):
@@ -269,6 +306,8 @@ class Loader:
         batch = Batch(fields, names, epoch, address)
         if self._to_device is not None:
             batch = self._to_device(batch, block)
+        if self._normalize is not None:  # the images came as uint8 NHWC, to be normalized here
+            batch.fields["images"] = self._normalize(batch.fields["images"])
         if self._convert_labels:
             fields = batch.fields
             fields["labels"] = fields["labels"].to(self._label_dtype)
@@ -306,8 +345,10 @@ class Loader:
 
     @property
     def shape(self):
-        """The batches' shape, e.g. "64 x 3x224x224 nchw f32"."""
-        return self._native.shape()
+        """The batches' shape, e.g. "64 x 3x224x224 nchw f32"; with normalize_on_device, the uint8
+        batches the pipeline makes, then what the images become."""
+        shape = self._native.shape()
+        return shape if self._normalize is None else shape + ", images normalized to float32 NCHW on their device"
 
     def set_epoch(self, epoch):
         """The epoch the next iteration goes through, from its start (DistributedSampler's call)."""

@@ -417,6 +417,25 @@ def test_the_signature_and_the_docstring_come_from_the_cpp_declaration(shapes):
         make(shapes, cpu_budget=0)
 
 
+
+@pytest.mark.parametrize("normalize", ["normalize", "normalize mean=0.5 std=0.25"])
+def test_a_normalize_left_to_the_device_gives_the_pipelines_tensors(shapes, normalize):
+    transforms = TRANSFORMS[:2] + [normalize]
+    there = make(shapes, transforms=transforms, normalize_on_device=True)  # on the CPU here: the same code
+    here = make(shapes, transforms=transforms, normalize_on_device=False)
+    assert "nhwc u8, images normalized to float32 NCHW" in there.shape and "nchw f32" in here.shape
+    worst, count = 0.0, 0
+    for a, b in zip(there, here):  # the same seed: the same crops and flips
+        assert a.images.dtype == torch.float32 and a.images.is_contiguous() and a.images.shape == b.images.shape
+        assert torch.equal(a.labels, b.labels)
+        worst = max(worst, (a.images - b.images).abs().max().item())
+        count += 1
+    assert count == len(here) and worst == 0.0, worst  # the same float32 operations, in the same order
+    # Without a trailing normalize there is nothing to leave: the batches stay as they were.
+    plain = make(shapes, transforms=TRANSFORMS[:2], normalize_on_device=True)
+    assert next(iter(plain)).images.dtype == torch.uint8
+
+
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
@@ -430,7 +449,9 @@ def test_on_cuda_the_batches_equal_the_cpu_loaders_on_the_device(shapes):
     assert len(on_gpu) == len(on_cpu) == 6
     for (images, labels), (cpu_images, cpu_labels) in zip(on_gpu, on_cpu):
         assert images.is_cuda and labels.is_cuda and labels.dtype == torch.int64
-        assert torch.equal(images.cpu(), cpu_images) and torch.equal(labels.cpu(), cpu_labels)
+        assert torch.equal(labels.cpu(), cpu_labels)
+        # Shipped as uint8 and normalized on the GPU (normalize_on_device): the same to float rounding.
+        assert images.dtype == torch.float32 and torch.allclose(images.cpu(), cpu_images, rtol=0, atol=1e-6)
 
 
 @cuda

@@ -120,6 +120,7 @@ struct Loader::Impl {
   std::uint32_t run_epochs;  // the run's epochs (0: no end)
   nodes::EpochOrder order;
   nodes::BatchShape shape;
+  std::optional<gpu::ConvertOptions> convert;  // the input's: the same for every run
   // The caller's thread changes `run` and `at`, under `shared` (stats() and position() may be
   // called from another thread and read them under it); its own reads need no lock.
   mutable std::mutex shared;
@@ -155,6 +156,7 @@ struct Loader::Impl {
                                   ", is not before the run's end (epochs " + std::to_string(run_epochs) + ")");
     run = std::make_shared<LoaderRun>(dataset, run_config(at));  // starts at once: the first epoch's batches get ready
     shape = run->input.pool.shape();
+    convert = run->input.convert;
     stream_at = at;
   }
 
@@ -351,6 +353,7 @@ std::size_t Loader::size() const noexcept {
 
 const nodes::BatchShape& Loader::shape() const noexcept { return impl_->shape; }
 const InputConfig& Loader::config() const noexcept { return impl_->config; }
+const std::optional<gpu::ConvertOptions>& Loader::convert() const noexcept { return impl_->convert; }
 const nodes::Dataset& Loader::dataset() const noexcept { return *impl_->dataset; }
 
 void Loader::set_epoch(std::uint32_t epoch) { seek({epoch, 0}); }

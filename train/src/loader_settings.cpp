@@ -25,8 +25,8 @@ struct IsOptional<std::optional<T>> : std::true_type {};
 template <class T>
 const char* type_name() {
   if constexpr (IsOptional<T>::value) {
-    static_assert(std::is_integral_v<typename T::value_type>, "only optional numbers are declared");
-    return "int?";
+    static_assert(std::is_integral_v<typename T::value_type>, "only optional numbers and flags are declared");
+    return std::is_same_v<typename T::value_type, bool> ? "bool?" : "int?";
   } else if constexpr (std::is_same_v<T, bool>) {
     return "bool";
   } else if constexpr (std::is_integral_v<T>) {
@@ -122,6 +122,7 @@ InputConfig input_config(const LoaderSettings& s) {
   c.fuse = s.fuse;
   c.nice = s.nice;
   c.decode = default_decode_options(word_of(color_names, "color", s.color));
+  c.convert_on_device = s.normalize_on_device.value_or(false);
   return c;
 }
 
@@ -132,7 +133,19 @@ DatasetPtr open_dataset(const LoaderSettings& s) {
 
 Loader make_loader(const LoaderSettings& s) {
   InputConfig config = input_config(s);  // the settings' mistakes before any file is opened
-  return Loader(open_dataset(s), std::move(config), s.epochs.value_or(0));
+  DatasetPtr dataset = open_dataset(s);  // and its plugins, whose transforms config may name
+  if (config.convert_on_device) {
+    // Only a normalization is left to the caller: without one the batches stay as they are.
+    const std::vector<nodes::TransformPtr> transforms = make_transforms(config);
+    config.convert_on_device = !transforms.empty() && transforms.back()->normalization().has_value();
+  }
+  return Loader(std::move(dataset), std::move(config), s.epochs.value_or(0));
+}
+
+nlohmann::json loader_normalization(const Loader& loader) {
+  const std::optional<gpu::ConvertOptions>& convert = loader.convert();
+  if (!convert) return nullptr;
+  return {{"mean", convert->mean}, {"stddev", convert->stddev}, {"range", convert->range}};
 }
 
 }  // namespace stoke::train

@@ -86,6 +86,9 @@ class Loader {
   /// The shape of every batch.
   const nodes::BatchShape& shape() const noexcept;
   const InputConfig& config() const noexcept;
+  /// With config().convert_on_device: what the caller applies to the uint8 images (the trailing
+  /// normalize the host's list left out, or a plain 0..1 scale); nothing otherwise.
+  const std::optional<gpu::ConvertOptions>& convert() const noexcept;
   const nodes::Dataset& dataset() const noexcept;
 
   /// The epoch the next begin() iterates, from its start.

@@ -45,6 +45,7 @@ struct LoaderSettings {
   bool fuse = true;
   int nice = 10;
   std::optional<std::uint32_t> epochs;
+  std::optional<bool> normalize_on_device;
 };
 
 /// Calls visit(name, member, doc) for every setting of `s`, in stoke.Loader's order: the one
@@ -113,6 +114,12 @@ void for_each_setting(Settings& s, Visit&& visit) {
         "loop finishes an epoch -- at the run's end, decoding no one takes (up to the pool's "
         "batches and the in-flight items), on the cores the training loop is using. Iterating an "
         "epoch past the last raises ValueError.");
+  visit("normalize_on_device", s.normalize_on_device,
+        "when the transforms end with ``normalize``, leave it to the tensors' device: the batches are "
+        "made and copied as uint8 NHWC (a quarter of the bytes of float32) and the loader applies "
+        "the normalize to them where they are, giving the same float32 NCHW tensors (to float "
+        "rounding). None: on for a CUDA device, off on the CPU (where the pipeline's own normalize is "
+        "cheaper than torch's).");
 }
 
 /// The settings in a JSON object whose keys are the settings' names (null: an optional setting
@@ -121,7 +128,7 @@ void for_each_setting(Settings& s, Visit&& visit) {
 LoaderSettings loader_settings_from_json(std::string_view json);
 
 /// The declaration as data, for a binding to build its signature and docs from: an array, in
-/// order, of {"name", "type" ("str", "int", "bool", "list[str]"; "int?" for an optional one),
+/// order, of {"name", "type" ("str", "int", "bool", "list[str]"; "int?" or "bool?" for an optional one),
 /// "default" (null for an empty optional), "doc"}.
 nlohmann::json describe_loader_settings();
 
@@ -135,7 +142,14 @@ InputConfig input_config(const LoaderSettings& s);
 DatasetPtr open_dataset(const LoaderSettings& s);
 
 /// A Loader over open_dataset(s) with input_config(s) (checked first, before any file is opened)
-/// and `s`'s epochs.
+/// and `s`'s epochs. With normalize_on_device, the loader leaves a trailing normalization to the
+/// caller (InputConfig::convert_on_device; Loader::convert() says what it is) when the transforms
+/// end with one, and changes nothing when they do not.
 Loader make_loader(const LoaderSettings& s);
+
+/// What the caller of a loader made with normalize_on_device applies to its uint8 NHWC images
+/// (Loader::convert()) as JSON: {"mean": [...], "stddev": [...], "range": r} (range 0: the pixel
+/// type's full scale), or null when the batches come as the transforms leave them.
+nlohmann::json loader_normalization(const Loader& loader);
 
 }  // namespace stoke::train
