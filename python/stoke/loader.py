@@ -211,6 +211,11 @@ class _Normalize:
         return out.div_(scale).sub_(mean).div_(stddev)
 
 
+def _leave_normalize(setting, device):
+    """normalize_on_device as the loader takes it: as given, or (None) on for any device but the CPU."""
+    return str(device) != "cpu" if setting is None else bool(setting)
+
+
 def _cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -267,8 +272,7 @@ class Loader:
         self._from_dlpack = from_dlpack  # torch's, looked up once rather than for every batch
         self._convert_labels = self._label_dtype != torch.int32
         self._to_device = _ToDevice(device) if str(device) != "cpu" else None
-        if s["normalize_on_device"] is None:
-            s["normalize_on_device"] = self._to_device is not None
+        s["normalize_on_device"] = _leave_normalize(s["normalize_on_device"], device)
         self._native = _native.NativeLoader(json.dumps(s))
         normalization = json.loads(self._native.normalization())
         self._normalize = _Normalize(normalization) if normalization is not None else None

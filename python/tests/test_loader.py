@@ -431,6 +431,10 @@ def test_a_normalize_left_to_the_device_gives_the_pipelines_tensors(shapes, norm
         worst = max(worst, (a.images - b.images).abs().max().item())
         count += 1
     assert count == len(here) and worst == 0.0, worst  # the same float32 operations, in the same order
+    # The choice: on by default for a GPU (its test below), off for the CPU, as asked otherwise.
+    assert stoke.loader._leave_normalize(None, "cuda") and stoke.loader._leave_normalize(None, "cuda:1")
+    assert not stoke.loader._leave_normalize(None, "cpu") and not stoke.loader._leave_normalize(False, "cuda")
+    assert here._settings["normalize_on_device"] is False
     # Without a trailing normalize there is nothing to leave: the batches stay as they were.
     plain = make(shapes, transforms=TRANSFORMS[:2], normalize_on_device=True)
     assert next(iter(plain)).images.dtype == torch.uint8
@@ -443,8 +447,10 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA de
 def test_on_cuda_the_batches_equal_the_cpu_loaders_on_the_device(shapes):
     on_cpu = [(b.images.clone(), b.labels.clone()) for b in make(shapes)]
     side = torch.cuda.Stream()
+    loader = make(shapes, device="cuda")
+    assert "nhwc u8, images normalized" in loader.shape  # the host batches are uint8: a quarter of the bytes
     with torch.cuda.stream(side):  # ordered on whichever stream is current when a batch is yielded
-        on_gpu = [(b.images, b.labels) for b in make(shapes, device="cuda")]
+        on_gpu = [(b.images, b.labels) for b in loader]
     torch.cuda.synchronize()
     assert len(on_gpu) == len(on_cpu) == 6
     for (images, labels), (cpu_images, cpu_labels) in zip(on_gpu, on_cpu):
