@@ -28,6 +28,7 @@ packages=(
   libopencv-imgproc-dev
   libjpeg62-turbo-dev
   libarchive-dev
+  libcurl4-openssl-dev
   libopenblas-dev
   nlohmann-json3-dev
 )
