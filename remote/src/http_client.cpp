@@ -160,10 +160,14 @@ void prepare(CURL* easy, const RemoteUrl& url, const FetchOptions& options, char
     curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sigv4.c_str());  // libcurl copies strings it is given
     curl_easy_setopt(easy, CURLOPT_USERNAME, s3->access_key.c_str());
     curl_easy_setopt(easy, CURLOPT_PASSWORD, s3->secret_key.c_str());
-    if (!s3->session_token.empty()) {
-      headers.reset(curl_slist_append(nullptr, ("x-amz-security-token: " + s3->session_token).c_str()));
-      curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.get());
-    }
+    // S3 wants the payload's SHA-256 in a header (signed with the rest; libcurl 7.88 does not add
+    // it): every request here is a GET or HEAD, whose payload is empty.
+    curl_slist* list = curl_slist_append(
+        nullptr, "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    if (list != nullptr && !s3->session_token.empty())
+      list = curl_slist_append(list, ("x-amz-security-token: " + s3->session_token).c_str());
+    headers.reset(list);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers.get());
   }
 }
 

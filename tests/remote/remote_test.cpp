@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -152,6 +153,84 @@ TEST_F(Remote, AServerThatStopsSendingFailsWithinTheStallLimit) {
   EXPECT_EQ(message_of([&] { client.read(url, 0, 100'000); }),
             url.text() + ": no data for 1000 ms (the stall limit) (after 2 tries)");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // 2 tries of about 1-2 s, not 60 s
+}
+
+// s3rver (npm; STOKE_TEST_S3RVER names it, as ctest's remote.s3_against_s3rver does) on a port
+// of its own with a bucket "shards". Objects are put without signing (s3rver takes that).
+class S3 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* s3rver = std::getenv("STOKE_TEST_S3RVER");
+    if (s3rver == nullptr) GTEST_SKIP() << "needs s3rver (STOKE_TEST_S3RVER; ctest's remote.s3_against_s3rver)";
+    dir_ = fs::temp_directory_path() / ("stoke_s3_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "s3");
+    int out[2];
+    ASSERT_EQ(::pipe(out), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      const std::string data = (dir_ / "s3").string();
+      ::execl(s3rver, s3rver, "-d", data.c_str(), "-p", "0", "-s", "--configure-bucket", "shards", nullptr);
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    FILE* line = ::fdopen(out[0], "r");
+    ASSERT_EQ(std::fscanf(line, " S3rver listening on 127.0.0.1:%d", &port_), 1) << "s3rver did not start";
+    std::fclose(line);
+    endpoint_ = "http://127.0.0.1:" + std::to_string(port_);
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  void put(const std::string& key, const std::vector<std::byte>& bytes) {
+    const fs::path file = dir_ / "object";
+    std::ofstream(file, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    const std::string command = std::string(STOKE_TEST_PYTHON) +
+                                " -c \"import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1], "
+                                "data=open(sys.argv[2], 'rb').read(), method='PUT'))\" " +
+                                endpoint_ + "/shards/" + key + " " + file.string();
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  S3Credentials credentials(const std::string& key = "S3RVER") const {
+    return {
+        .access_key = key, .secret_key = "S3RVER", .session_token = {}, .region = "us-east-1", .endpoint = endpoint_};
+  }
+
+  fs::path dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string endpoint_;
+};
+
+TEST_F(S3, SignedRangesComeFromAnS3ServerAndDenialsNameTheVariables) {
+  const std::vector<std::byte> data = random_bytes(100'000);
+  put("train-000000.tar", data);
+  HttpClient client({.retries = 0});
+  const RemoteUrl url = RemoteUrl::parse("s3://shards/train-000000.tar", credentials());
+  EXPECT_EQ(url.fetch_url(), endpoint_ + "/shards/train-000000.tar");
+  EXPECT_EQ(client.size(url), data.size());
+  EXPECT_EQ(client.read(url, 4321, 5000), std::vector<std::byte>(data.begin() + 4321, data.begin() + 4321 + 5000));
+
+  const auto message = [&](const RemoteUrl& u) {
+    try {
+      client.read(u, 0, 10);
+    } catch (const FetchError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(RemoteUrl::parse("s3://shards/missing.tar", credentials())),
+            "s3://shards/missing.tar: not found (HTTP 404)");
+  const std::string denied = message(RemoteUrl::parse("s3://shards/train-000000.tar", credentials("NOBODY")));
+  EXPECT_EQ(denied,
+            "s3://shards/train-000000.tar: access denied (HTTP 403); check AWS_ACCESS_KEY_ID, "
+            "AWS_SECRET_ACCESS_KEY and AWS_REGION");
 }
 
 TEST(RemoteUrl, ParsesHttpAndS3AndNamesNoCredentials) {
