@@ -118,7 +118,7 @@ BatchNorm2d::BatchNorm2d(const BatchNorm2dOptions& options)
 
 std::string BatchNorm2d::describe() const {
   return "BatchNorm2d(" + std::to_string(options_.channels) + ", eps=" + python_float(options_.eps) +
-         ", momentum=" + python_float(options_.momentum) + ")";
+         ", momentum=" + python_float(options_.momentum) + (options_.relu ? ", relu=True)" : ")");
 }
 
 void BatchNorm2d::for_each_buffer(const BufferVisitor& visit, const std::string& prefix) {
@@ -130,12 +130,39 @@ void BatchNorm2d::release_activations() {
   WeightedLayer::release_activations();
   saved_mean_ = {};
   saved_invstd_ = {};
+  output_ = {};
+  joined_ = false;
   synced_mean_.clear();
   synced_invstd_.clear();
   synced_count_ = 0;
 }
 
-Tensor BatchNorm2d::forward_impl(const Tensor& x, Context& ctx) {
+Tensor BatchNorm2d::forward(const Tensor& x, const Tensor& residual, Context& ctx) {
+  if (!options_.relu) {
+    throw std::invalid_argument(describe() + ": a residual join needs the fused ReLU (BatchNorm2dOptions::relu)");
+  }
+  if (!residual.defined() || !x.defined() || residual.shape() != x.shape() || residual.dtype() != x.dtype() ||
+      residual.layout() != x.layout() || residual.device() != x.device()) {
+    throw std::invalid_argument(describe() + ": the residual " + residual.describe() + " does not match the input " +
+                                x.describe() + " (the same shape, dtype, layout and device)");
+  }
+  return forward_as(x, ctx, [&] { return forward_joined(x, residual, ctx); });
+}
+
+Tensor BatchNorm2d::backward(const Tensor& dy, Context& ctx, Tensor& dresidual) {
+  return backward_as(dy, ctx, [&] { return backward_joined(dy, ctx, &dresidual); });
+}
+
+Tensor BatchNorm2d::forward_impl(const Tensor& x, Context& ctx) { return forward_joined(x, Tensor(), ctx); }
+
+Tensor BatchNorm2d::backward_impl(const Tensor& dy, Context& ctx) { return backward_joined(dy, ctx, nullptr); }
+
+void BatchNorm2d::finish_in_place(const Tensor& y, const Tensor& residual, Backend& backend) const {
+  if (residual.defined()) backend.add(y, residual, y);
+  if (options_.relu) backend.relu_forward(y, y);
+}
+
+Tensor BatchNorm2d::forward_joined(const Tensor& x, const Tensor& residual, Context& ctx) {
   if (x.rank() != 4 || x.dim(1) != options_.channels) {
     throw std::invalid_argument(describe() + ": the input is " + x.describe() + ", expected [N, " +
                                 std::to_string(options_.channels) + ", H, W]");
@@ -148,10 +175,17 @@ Tensor BatchNorm2d::forward_impl(const Tensor& x, Context& ctx) {
     Tensor y = ctx.backend.empty(x.shape(), x.dtype(), x.layout());
     ctx.backend.batch_norm_forward_inference(x, gamma().value, beta().value, running_mean_, running_var_, options_.eps,
                                              y);
+    finish_in_place(y, residual, ctx.backend);
     release_activations();
     return y;
   }
-  if (ctx.batch_norm_sync != nullptr) return forward_synced(x, ctx);
+  if (ctx.batch_norm_sync != nullptr) {
+    Tensor y = forward_synced(x, ctx);
+    finish_in_place(y, residual, ctx.backend);
+    if (options_.relu) output_ = y;
+    joined_ = residual.defined();
+    return y;
+  }
   synced_mean_.clear();  // this forward's backward is the replica's own
   synced_invstd_.clear();
   if (x.dim(0) * x.dim(2) * x.dim(3) < 2) {
@@ -163,24 +197,54 @@ Tensor BatchNorm2d::forward_impl(const Tensor& x, Context& ctx) {
   const Shape channels{options_.channels};
   saved_mean_ = ctx.backend.empty(channels);
   saved_invstd_ = ctx.backend.empty(channels);
-  ctx.backend.batch_norm_forward_training(x, gamma().value, beta().value, running_mean_, running_var_,
-                                          options_.momentum, options_.eps, y, saved_mean_, saved_invstd_);
+  if (options_.relu) {
+    ctx.backend.batch_norm_relu_forward_training(x, gamma().value, beta().value, running_mean_, running_var_,
+                                                 options_.momentum, options_.eps, residual, y, saved_mean_,
+                                                 saved_invstd_);
+    output_ = y;
+  } else {
+    ctx.backend.batch_norm_forward_training(x, gamma().value, beta().value, running_mean_, running_var_,
+                                            options_.momentum, options_.eps, y, saved_mean_, saved_invstd_);
+  }
   keep_for_backward(x, Tensor(), ctx.mode);  // the kernels take the f32 gamma itself: no compute weight
+  joined_ = residual.defined();
   return y;
 }
 
-Tensor BatchNorm2d::backward_impl(const Tensor& dy, Context& ctx) {
+Tensor BatchNorm2d::backward_joined(const Tensor& dy, Context& ctx, Tensor* dresidual) {
   const Tensor& x = input();
+  if (joined_ != (dresidual != nullptr)) {
+    throw std::logic_error(describe() + (joined_
+                                             ? ": the forward had a residual; its backward is backward(dy, ctx, "
+                                               "dresidual), which gives the residual's gradient too"
+                                             : ": backward(dy, ctx, dresidual) after a forward without a residual"));
+  }
   if (dy.shape() != x.shape()) {
     throw std::invalid_argument(describe() + ": the output gradient is " + dy.describe() + ", expected " +
                                 to_string(x.shape()) + " (the shape of the last forward's output)");
   }
-  if (!synced_mean_.empty()) return backward_synced(dy, ctx);
-  Tensor dx = ctx.backend.empty(x.shape(), x.dtype(), x.layout());
+  Backend& backend = ctx.backend;
+  if (!synced_mean_.empty()) {
+    Tensor dz = dy;
+    if (options_.relu) {
+      dz = backend.empty(dy.shape(), dy.dtype(), dy.layout());
+      backend.relu_backward(output_, dy, dz);
+    }
+    if (dresidual != nullptr) *dresidual = dz;
+    return backward_synced(dz, ctx);
+  }
+  Tensor dx = backend.empty(x.shape(), x.dtype(), x.layout());
+  const Tensor dres = dresidual != nullptr ? backend.empty(x.shape(), x.dtype(), x.layout()) : Tensor();
   // Batch norm's kernels take f32 parameters whatever x's dtype: the gradients are the f32 ones.
-  accumulate_gradients(ctx.backend, DType::f32, [&](const Tensor& dgamma, const Tensor& dbeta) {
-    ctx.backend.batch_norm_backward(x, dy, gamma().value, saved_mean_, saved_invstd_, dx, dgamma, dbeta);
+  accumulate_gradients(backend, DType::f32, [&](const Tensor& dgamma, const Tensor& dbeta) {
+    if (options_.relu) {
+      backend.batch_norm_relu_backward(x, output_, dy, gamma().value, saved_mean_, saved_invstd_, dx, dres, dgamma,
+                                       dbeta);
+    } else {
+      backend.batch_norm_backward(x, dy, gamma().value, saved_mean_, saved_invstd_, dx, dgamma, dbeta);
+    }
   });
+  if (dresidual != nullptr) *dresidual = dres;
   release_activations();
   return dx;
 }

@@ -5,11 +5,20 @@
 #include <string>
 #include <utility>
 
+#include "stoke/nn/batch_norm.hpp"
 #include "stoke/nn/layer_profile.hpp"
 
 namespace stoke::nn {
 
 Tensor Layer::forward(const Tensor& x, Context& ctx) {
+  return forward_as(x, ctx, [&] { return forward_impl(x, ctx); });
+}
+
+Tensor Layer::backward(const Tensor& dy, Context& ctx) {
+  return backward_as(dy, ctx, [&] { return backward_impl(dy, ctx); });
+}
+
+Tensor Layer::forward_as(const Tensor& x, Context& ctx, const std::function<Tensor()>& impl) {
   if (!x.defined()) throw std::invalid_argument(describe() + ": forward of an undefined tensor");
   if (x.device() != ctx.backend.device()) {
     throw std::invalid_argument(describe() + ": the input " + x.describe() + " is not on the backend's device " +
@@ -17,13 +26,13 @@ Tensor Layer::forward(const Tensor& x, Context& ctx) {
   }
   if (ctx.profile != nullptr) ctx.profile->begin(LayerProfile::kind_of(describe()), LayerProfile::Pass::forward,
                                                  ctx.backend.stream());
-  Tensor y = forward_impl(x, ctx);
+  Tensor y = impl();
   if (ctx.profile != nullptr) ctx.profile->end(ctx.backend.stream());
   forward_kept_ = ctx.mode == Mode::train;
   return y;
 }
 
-Tensor Layer::backward(const Tensor& dy, Context& ctx) {
+Tensor Layer::backward_as(const Tensor& dy, Context& ctx, const std::function<Tensor()>& impl) {
   if (!forward_kept_) {
     throw std::logic_error(describe() +
                            ": backward without a forward in Mode::train before it (in Mode::eval "
@@ -36,10 +45,10 @@ Tensor Layer::backward(const Tensor& dy, Context& ctx) {
   forward_kept_ = false;
   Tensor dx;
   if (ctx.profile == nullptr) {
-    dx = backward_impl(dy, ctx);
+    dx = impl();
   } else {
     ctx.profile->begin(LayerProfile::kind_of(describe()), LayerProfile::Pass::backward, ctx.backend.stream());
-    dx = backward_impl(dy, ctx);
+    dx = impl();
     ctx.profile->end(ctx.backend.stream());
   }
   if (ctx.gradient_sync != nullptr) ctx.gradient_sync->ready(*this);
@@ -132,15 +141,27 @@ Layer& Sequential::add(std::unique_ptr<Layer> layer, std::string name) {
   return *layers_.back().second;
 }
 
-Tensor Sequential::forward_impl(const Tensor& x, Context& ctx) {
+Tensor Sequential::forward_impl(const Tensor& x, Context& ctx) { return forward_layers(x, ctx, layers_.size()); }
+
+Tensor Sequential::backward_impl(const Tensor& dy, Context& ctx) { return backward_layers(dy, ctx, layers_.size()); }
+
+Tensor Sequential::forward_head(const Tensor& x, Context& ctx) {
+  return forward_layers(x, ctx, layers_.empty() ? 0 : layers_.size() - 1);
+}
+
+Tensor Sequential::backward_head(const Tensor& dy, Context& ctx) {
+  return backward_layers(dy, ctx, layers_.empty() ? 0 : layers_.size() - 1);
+}
+
+Tensor Sequential::forward_layers(const Tensor& x, Context& ctx, std::size_t end) {
   Tensor y = x;
-  for (auto& [_, layer] : layers_) y = layer->forward(y, ctx);
+  for (std::size_t i = 0; i < end; ++i) y = layers_[i].second->forward(y, ctx);
   return y;
 }
 
-Tensor Sequential::backward_impl(const Tensor& dy, Context& ctx) {
+Tensor Sequential::backward_layers(const Tensor& dy, Context& ctx, std::size_t end) {
   Tensor dx = dy;
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = it->second->backward(dx, ctx);
+  for (std::size_t i = end; i-- > 0;) dx = layers_[i].second->backward(dx, ctx);
   return dx;
 }
 
@@ -176,7 +197,22 @@ Residual::Residual(std::unique_ptr<Sequential> body, std::unique_ptr<Sequential>
   if (!body_) throw std::invalid_argument("Residual: a null body");
 }
 
+std::unique_ptr<Residual> Residual::joined(std::unique_ptr<Sequential> body, std::unique_ptr<Sequential> shortcut) {
+  auto* join = body && body->size() > 0 ? dynamic_cast<BatchNorm2d*>(&(*body)[body->size() - 1]) : nullptr;
+  if (join == nullptr || !join->options().relu) {
+    throw std::invalid_argument(
+        "Residual::joined: the body must end in a BatchNorm2d with its ReLU fused (BatchNorm2dOptions::relu)");
+  }
+  auto block = std::make_unique<Residual>(std::move(body), std::move(shortcut));
+  block->join_ = join;
+  return block;
+}
+
 Tensor Residual::forward_impl(const Tensor& x, Context& ctx) {
+  if (join_ != nullptr) {
+    const Tensor skip = shortcut_ ? shortcut_->forward(x, ctx) : x;
+    return join_->forward(body_->forward_head(x, ctx), skip, ctx);
+  }
   const Tensor main = body_->forward(x, ctx);
   const Tensor skip = shortcut_ ? shortcut_->forward(x, ctx) : x;
   if (main.shape() != skip.shape()) {
@@ -189,6 +225,13 @@ Tensor Residual::forward_impl(const Tensor& x, Context& ctx) {
 }
 
 Tensor Residual::backward_impl(const Tensor& dy_after, Context& ctx) {
+  if (join_ != nullptr) {
+    Tensor dskip;
+    Tensor dx = body_->backward_head(join_->backward(dy_after, ctx, dskip), ctx);
+    if (shortcut_) dskip = shortcut_->backward(dskip, ctx);
+    ctx.backend.add(dx, dskip, dx);
+    return dx;
+  }
   const Tensor dy = after_ ? after_->backward(dy_after, ctx) : dy_after;
   // The sum passes dy to both branches unchanged; their input gradients add up.
   Tensor dx = body_->backward(dy, ctx);
@@ -217,6 +260,7 @@ std::string Residual::describe() const {
   std::string text = "Residual(body=" + body_->describe();
   if (shortcut_) text += ", downsample=" + shortcut_->describe();
   if (after_) text += ", after=" + after_->describe();
+  if (join_ != nullptr) text += ", joined in its last batch norm";
   return text + ")";
 }
 

@@ -37,10 +37,16 @@ class Seeds {
   std::uint64_t next_;
 };
 
+// BN -> ReLU named `bn` and `relu`: one BatchNorm2d with its ReLU fused when `fuse`.
+void bn_relu(Sequential& into, std::int64_t channels, bool fuse, const std::string& bn, const std::string& relu) {
+  into.emplace<BatchNorm2d>(bn, BatchNorm2dOptions{.channels = channels, .relu = fuse});
+  if (!fuse) into.emplace<ReLU>(relu);
+}
+
 // conv -> BN -> ReLU under the names torchvision's MobileNet-like models use ("0", "1", "2") or
 // given ones.
 void conv_bn_relu(Sequential& into, Seeds& seeds, std::int64_t in, std::int64_t out, int kernel, int stride, int groups,
-                  const std::string& conv, const std::string& bn, const std::string& relu) {
+                  bool fuse, const std::string& conv, const std::string& bn, const std::string& relu) {
   into.emplace<Conv2d>(conv, Conv2dOptions{.in_channels = in,
                                            .out_channels = out,
                                            .kernel = kernel,
@@ -48,8 +54,7 @@ void conv_bn_relu(Sequential& into, Seeds& seeds, std::int64_t in, std::int64_t 
                                            .padding = kernel / 2,
                                            .groups = groups,
                                            .seed = seeds()});
-  into.emplace<BatchNorm2d>(bn, BatchNorm2dOptions{.channels = out});
-  into.emplace<ReLU>(relu);
+  bn_relu(into, out, fuse, bn, relu);
 }
 
 void classifier(Sequential& model, Seeds& seeds, std::int64_t features, const ModelOptions& options) {
@@ -62,13 +67,13 @@ std::unique_ptr<Sequential> small_cnn(const ModelOptions& options) {
   Seeds seeds(options.seed);
   const std::int64_t w = options.width > 0 ? options.width : 32;
   auto model = std::make_unique<Sequential>();
-  conv_bn_relu(*model, seeds, options.in_channels, w, 3, 1, 1, "conv1", "bn1", "relu1");
+  conv_bn_relu(*model, seeds, options.in_channels, w, 3, 1, 1, options.fuse, "conv1", "bn1", "relu1");
   model->emplace<MaxPool2d>("pool1", Pool2dGeometry{.kernel = 2, .stride = 2});
-  conv_bn_relu(*model, seeds, w, 2 * w, 3, 1, 1, "conv2", "bn2", "relu2");
+  conv_bn_relu(*model, seeds, w, 2 * w, 3, 1, 1, options.fuse, "conv2", "bn2", "relu2");
   model->emplace<MaxPool2d>("pool2", Pool2dGeometry{.kernel = 2, .stride = 2});
-  conv_bn_relu(*model, seeds, 2 * w, 4 * w, 3, 1, 1, "conv3", "bn3", "relu3");
+  conv_bn_relu(*model, seeds, 2 * w, 4 * w, 3, 1, 1, options.fuse, "conv3", "bn3", "relu3");
   model->emplace<MaxPool2d>("pool3", Pool2dGeometry{.kernel = 2, .stride = 2});
-  conv_bn_relu(*model, seeds, 4 * w, 8 * w, 3, 1, 1, "conv4", "bn4", "relu4");
+  conv_bn_relu(*model, seeds, 4 * w, 8 * w, 3, 1, 1, options.fuse, "conv4", "bn4", "relu4");
   classifier(*model, seeds, 8 * w, options);
   return model;
 }
@@ -78,7 +83,7 @@ std::unique_ptr<Sequential> mobilenet(const ModelOptions& options) {
   const std::int64_t w = options.width > 0 ? options.width : 32;
   auto model = std::make_unique<Sequential>();
   auto stem = std::make_unique<Sequential>();
-  conv_bn_relu(*stem, seeds, options.in_channels, w, 3, 2, 1, "0", "1", "2");
+  conv_bn_relu(*stem, seeds, options.in_channels, w, 3, 2, 1, options.fuse, "0", "1", "2");
   model->add(std::move(stem), "stem");
   // (output channels as multiples of w, stride) of each depthwise-separable block.
   constexpr std::array<std::pair<int, int>, 6> blocks{{{2, 1}, {4, 2}, {4, 1}, {8, 2}, {8, 1}, {16, 2}}};
@@ -87,8 +92,9 @@ std::unique_ptr<Sequential> mobilenet(const ModelOptions& options) {
   for (const auto& [multiple, stride] : blocks) {
     const std::int64_t out = w * multiple;
     auto block = std::make_unique<Sequential>();
-    conv_bn_relu(*block, seeds, channels, channels, 3, stride, static_cast<int>(channels), "0", "1", "2");  // depthwise
-    conv_bn_relu(*block, seeds, channels, out, 1, 1, 1, "3", "4", "5");                                     // pointwise
+    const int depthwise = static_cast<int>(channels);  // groups: one per channel
+    conv_bn_relu(*block, seeds, channels, channels, 3, stride, depthwise, options.fuse, "0", "1", "2");
+    conv_bn_relu(*block, seeds, channels, out, 1, 1, 1, options.fuse, "3", "4", "5");  // pointwise
     features->add(std::move(block));
     channels = out;
   }
@@ -99,7 +105,9 @@ std::unique_ptr<Sequential> mobilenet(const ModelOptions& options) {
 
 // One ResNet block (torchvision's BasicBlock or Bottleneck, stride on the 3x3 conv), with a
 // 1x1 conv + BN downsample when the shape changes, and the last BN's gamma starting at zero.
-std::unique_ptr<Layer> resnet_block(Seeds& seeds, std::int64_t in, std::int64_t planes, int stride, bool bottleneck) {
+// Fused: its batch norms take the ReLUs, the last one the sum too (Residual::joined).
+std::unique_ptr<Layer> resnet_block(Seeds& seeds, std::int64_t in, std::int64_t planes, int stride, bool bottleneck,
+                                    bool fuse) {
   const std::int64_t expansion = bottleneck ? 4 : 1;
   const std::int64_t out = planes * expansion;
   auto conv = [&](std::int64_t cin, std::int64_t cout, int kernel, int s) {
@@ -110,32 +118,30 @@ std::unique_ptr<Layer> resnet_block(Seeds& seeds, std::int64_t in, std::int64_t 
                                                   .padding = kernel / 2,
                                                   .seed = seeds()});
   };
-  auto bn = [](std::int64_t channels, bool zero = false) {
-    return std::make_unique<BatchNorm2d>(BatchNorm2dOptions{.channels = channels, .zero_gamma = zero});
+  auto last_bn = [&](std::int64_t channels) {
+    return std::make_unique<BatchNorm2d>(BatchNorm2dOptions{.channels = channels, .zero_gamma = true, .relu = fuse});
   };
   auto body = std::make_unique<Sequential>();
   if (bottleneck) {
     body->add(conv(in, planes, 1, 1), "conv1");
-    body->add(bn(planes), "bn1");
-    body->add(std::make_unique<ReLU>(), "relu1");
+    bn_relu(*body, planes, fuse, "bn1", "relu1");
     body->add(conv(planes, planes, 3, stride), "conv2");
-    body->add(bn(planes), "bn2");
-    body->add(std::make_unique<ReLU>(), "relu2");
+    bn_relu(*body, planes, fuse, "bn2", "relu2");
     body->add(conv(planes, out, 1, 1), "conv3");
-    body->add(bn(out, true), "bn3");
+    body->add(last_bn(out), "bn3");
   } else {
     body->add(conv(in, planes, 3, stride), "conv1");
-    body->add(bn(planes), "bn1");
-    body->add(std::make_unique<ReLU>(), "relu1");
+    bn_relu(*body, planes, fuse, "bn1", "relu1");
     body->add(conv(planes, planes, 3, 1), "conv2");
-    body->add(bn(planes, true), "bn2");
+    body->add(last_bn(planes), "bn2");
   }
   std::unique_ptr<Sequential> shortcut;
   if (stride != 1 || in != out) {
     shortcut = std::make_unique<Sequential>();
     shortcut->add(conv(in, out, 1, stride), "0");
-    shortcut->add(bn(out), "1");
+    shortcut->emplace<BatchNorm2d>("1", BatchNorm2dOptions{.channels = out});
   }
+  if (fuse) return Residual::joined(std::move(body), std::move(shortcut));
   return std::make_unique<Residual>(std::move(body), std::move(shortcut), std::make_unique<ReLU>());
 }
 
@@ -145,8 +151,7 @@ std::unique_ptr<Sequential> resnet(const ModelOptions& options, const std::array
   model->emplace<Conv2d>(
       "conv1",
       Conv2dOptions{.in_channels = options.in_channels, .out_channels = 64, .kernel = 7, .stride = 2, .padding = 3, .seed = seeds()});
-  model->emplace<BatchNorm2d>("bn1", BatchNorm2dOptions{.channels = 64});
-  model->emplace<ReLU>("relu");
+  bn_relu(*model, 64, options.fuse, "bn1", "relu");
   model->emplace<MaxPool2d>("maxpool", Pool2dGeometry{.kernel = 3, .stride = 2, .padding = 1});
   std::int64_t channels = 64;
   for (std::size_t stage = 0; stage < depths.size(); ++stage) {
@@ -154,7 +159,7 @@ std::unique_ptr<Sequential> resnet(const ModelOptions& options, const std::array
     auto layer = std::make_unique<Sequential>();
     for (int i = 0; i < depths[stage]; ++i) {
       const int stride = (stage > 0 && i == 0) ? 2 : 1;
-      layer->add(resnet_block(seeds, channels, planes, stride, bottleneck));
+      layer->add(resnet_block(seeds, channels, planes, stride, bottleneck, options.fuse));
       channels = planes * (bottleneck ? 4 : 1);
     }
     model->add(std::move(layer), "layer" + std::to_string(stage + 1));

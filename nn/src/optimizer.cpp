@@ -26,12 +26,34 @@ Optimizer::Optimizer(Layer& model, Backend& backend, std::string who) : backend_
 }
 
 void Optimizer::step(float lr, float grad_scale) {
+  check_step(lr, grad_scale);
+  for_each_gradient([&](std::size_t index) { update(index, lr, grad_scale); });
+}
+
+void Optimizer::step(float lr, float grad_scale, const Tensor& loss_scale) {
+  if (!skips_on_device()) {
+    throw std::logic_error(who_ +
+                           "::step: this optimizer cannot skip an overflowed step on the device (its update "
+                           "keeps state on the host); check the gradients first and call step(lr, grad_scale)");
+  }
+  check_step(lr, grad_scale);
+  for_each_gradient([&](std::size_t index) { update_scaled(index, lr, grad_scale, loss_scale); });
+}
+
+void Optimizer::update_scaled(std::size_t /*index*/, float /*lr*/, float /*grad_scale*/, const Tensor& /*loss_scale*/) {
+  throw std::logic_error(who_ + ": no update with a loss scale state");
+}
+
+void Optimizer::check_step(float lr, float grad_scale) const {
   if (!std::isfinite(lr) || lr < 0) {
     throw std::invalid_argument(who_ + "::step: the learning rate must be finite and >= 0, not " + std::to_string(lr));
   }
   if (!std::isfinite(grad_scale)) {
     throw std::invalid_argument(who_ + "::step: grad_scale must be finite, not " + std::to_string(grad_scale));
   }
+}
+
+void Optimizer::for_each_gradient(const std::function<void(std::size_t)>& visit) {
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     const Parameter& p = *slots_[i].parameter;
     if (!p.grad.defined()) continue;
@@ -40,7 +62,7 @@ void Optimizer::step(float lr, float grad_scale) {
                              " but the optimizer's backend on " + backend_.device().str() +
                              " (the model was moved after the optimizer was built; build it afterwards)");
     }
-    update(i, lr, grad_scale);
+    visit(i);
   }
   zero_grad();
 }

@@ -35,7 +35,9 @@ OptimizerFactory Sgd::factory(const SgdOptions& options) {
   return [options](Layer& model, Backend& backend) { return std::make_unique<Sgd>(model, backend, options); };
 }
 
-void Sgd::update(std::size_t index, float lr, float grad_scale) {
+void Sgd::update(std::size_t index, float lr, float grad_scale) { update_scaled(index, lr, grad_scale, Tensor()); }
+
+void Sgd::update_scaled(std::size_t index, float lr, float grad_scale, const Tensor& loss_scale) {
   const Tensor& buffer = momentum_buffers_[index];
   if (buffer.defined()) check_pairs_with(index, buffer, "momentum buffer");
   Parameter& p = *slots()[index].parameter;
@@ -43,7 +45,8 @@ void Sgd::update(std::size_t index, float lr, float grad_scale) {
                      .momentum = options_.momentum,
                      .weight_decay = p.decay ? options_.weight_decay : 0.0f,
                      .nesterov = options_.nesterov,
-                     .grad_scale = grad_scale};
+                     .grad_scale = grad_scale,
+                     .loss_scale = loss_scale};
   backend().sgd_update(p.value, p.grad, buffer, step);
 }
 

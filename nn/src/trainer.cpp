@@ -15,6 +15,8 @@ namespace {
 // Below this the loss scale cannot be what overflows: the gradients are not finite at any scale
 // (a NaN in the data, or a model that diverged), and skipping steps forever would hide it.
 constexpr float kSmallestLossScale = 1.0f / 16777216.0f;  // 2^-24
+// With the scale on the device, how often (in steps) the host reads it to check that bound.
+constexpr std::int64_t kScaleCheckInterval = 64;
 
 const TrainerOptions& checked(const TrainerOptions& options) {
   if (options.accumulation < 1) {
@@ -62,7 +64,25 @@ Trainer::Trainer(Layer& model, Backend& backend, const TrainerOptions& options)
       optimizer_(make_optimizer(model, backend, options_)),
       schedule_(options.schedule),
       loss_(make_loss(options_)),
-      loss_scale_(options.compute == DType::f16 ? options.loss_scale.initial : 1.0f) {}
+      loss_scale_(options.compute == DType::f16 ? options.loss_scale.initial : 1.0f) {
+  if (options_.compute == DType::f16 && optimizer_->skips_on_device()) {
+    scale_state_ = backend_.empty({LossScaleState::size});
+    scale_state_.copy_from(Tensor::from_values({LossScaleState::size}, {loss_scale_, 0, 0, 0}), backend_.stream());
+    loss_scale_ = 1;
+  }
+}
+
+std::int64_t Trainer::skipped_steps() const {
+  if (!scale_state_.defined()) return skipped_steps_;
+  return static_cast<std::int64_t>(device_scale_state()[LossScaleState::skipped]);
+}
+
+float Trainer::loss_scale() const {
+  if (!scale_state_.defined()) return loss_scale_;
+  return device_scale_state()[LossScaleState::scale];
+}
+
+std::vector<float> Trainer::device_scale_state() const { return scale_state_.to_vector(backend_.stream()); }
 
 Tensor Trainer::prepare(const Tensor& images) {
   if (!backend_.supports(options_.compute, images.layout())) {
@@ -94,7 +114,7 @@ LossResult Trainer::train(const Tensor& images, const Tensor& labels, float weig
               .batch_norm_sync = options_.batch_norm_sync};
   const Tensor logits = model_.forward(x, ctx);
   LossResult result;
-  const auto loss = [&] { result = loss_->forward(logits, labels, ctx, loss_scale_ * weight); };
+  const auto loss = [&] { result = scaled_loss(logits, labels, ctx, weight); };
   if (profile_ != nullptr) {
     profile_->time("loss", backend_.stream(), loss);
   } else {
@@ -121,37 +141,74 @@ LossResult Trainer::train(const Tensor& images, const Tensor& labels, float weig
   return result;
 }
 
+LossResult Trainer::scaled_loss(const Tensor& logits, const Tensor& labels, Context& ctx, float weight) {
+  if (!scale_state_.defined()) return loss_->forward(logits, labels, ctx, loss_scale_ * weight);
+  // As autocast: the loss in f32; its gradient scaled there, then rounded to the model's dtype.
+  const bool narrow = logits.dtype() != DType::f32;
+  Tensor wide = logits;
+  if (narrow) {
+    wide = backend_.empty(logits.shape(), DType::f32, logits.layout());
+    backend_.cast(logits, wide);
+  }
+  LossResult result = loss_->forward(wide, labels, ctx, weight);
+  backend_.multiply_by_loss_scale(result.dlogits, scale_state_);
+  if (narrow) {
+    Tensor rounded = backend_.empty(logits.shape(), logits.dtype(), logits.layout());
+    backend_.cast(result.dlogits, rounded);
+    result.dlogits = rounded;
+  }
+  return result;
+}
+
 void Trainer::finish_step() {
   accumulated_ = 0;
   const float lr = schedule_.at(step_++);
-  if (options_.compute == DType::f16) {
+  // The gradients hold the sum of `accumulation` batch means (of every replica's), times the loss
+  // scale: step with their unscaled mean.
+  const float replicas = options_.gradient_sync != nullptr ? static_cast<float>(options_.gradient_sync->replicas()) : 1;
+  const float mean = 1.0f / (static_cast<float>(options_.accumulation) * replicas);
+  if (scale_state_.defined()) {
+    // The overflow check, the skip and the scale's update, all enqueued: nothing waits.
     std::vector<Tensor> gradients;
     model_.for_each_parameter([&](const std::string&, Parameter& p) {
       if (p.grad.defined()) gradients.push_back(p.grad);
     });
-    if (!backend_.all_finite_in(gradients)) {
-      // The scale overflowed f16 somewhere in backward: these gradients are garbage. Skip the
-      // step (the schedule moves on, as with PyTorch's GradScaler) and retry with half the scale.
-      optimizer_->zero_grad();
-      ++skipped_steps_;
-      good_steps_ = 0;
-      loss_scale_ *= options_.loss_scale.backoff;
-      if (loss_scale_ < kSmallestLossScale) {
-        throw std::runtime_error("Trainer: the gradients are not finite even with the fp16 loss scale at " +
-                                 std::to_string(loss_scale_) + " (step " + std::to_string(step_) +
-                                 "): a NaN or infinity in the data, or a diverged model (lower the learning rate)");
-      }
-      return;
-    }
+    backend_.find_non_finite(gradients, scale_state_);
+    optimizer_->step(lr, mean, scale_state_);
+    const LossScaleOptions& s = options_.loss_scale;
+    backend_.update_loss_scale(scale_state_, s.growth, s.backoff, s.growth_interval);
+    if (step_ % kScaleCheckInterval == 0) check_loss_scale(device_scale_state()[LossScaleState::scale]);
+    return;
   }
-  // The gradients hold the sum of `accumulation` batch means (of every replica's), times the loss
-  // scale: step with their unscaled mean.
-  const float replicas = options_.gradient_sync != nullptr ? static_cast<float>(options_.gradient_sync->replicas()) : 1;
-  optimizer_->step(lr, 1.0f / (static_cast<float>(options_.accumulation) * replicas * loss_scale_));
+  if (options_.compute == DType::f16 && !host_scaled_step_is_finite()) return;
+  optimizer_->step(lr, mean / loss_scale_);
   if (options_.compute == DType::f16 && ++good_steps_ == options_.loss_scale.growth_interval) {
     loss_scale_ *= options_.loss_scale.growth;
     good_steps_ = 0;
   }
+}
+
+bool Trainer::host_scaled_step_is_finite() {
+  std::vector<Tensor> gradients;
+  model_.for_each_parameter([&](const std::string&, Parameter& p) {
+    if (p.grad.defined()) gradients.push_back(p.grad);
+  });
+  if (backend_.all_finite_in(gradients)) return true;
+  // The scale overflowed f16 somewhere in backward: these gradients are garbage. Skip the step
+  // (the schedule moves on, as with PyTorch's GradScaler) and retry with half the scale.
+  optimizer_->zero_grad();
+  ++skipped_steps_;
+  good_steps_ = 0;
+  loss_scale_ *= options_.loss_scale.backoff;
+  check_loss_scale(loss_scale_);
+  return false;
+}
+
+void Trainer::check_loss_scale(float scale) const {
+  if (scale >= kSmallestLossScale) return;
+  throw std::runtime_error("Trainer: the gradients are not finite even with the fp16 loss scale at " +
+                           std::to_string(scale) + " (step " + std::to_string(step_) +
+                           "): a NaN or infinity in the data, or a diverged model (lower the learning rate)");
 }
 
 LossResult Trainer::evaluate_batch(const Tensor& images, const Tensor& labels, Tensor* logits) {
@@ -172,7 +229,7 @@ void Trainer::save(const std::filesystem::path& path) {
   const TrainingState state{.epoch = epoch_,
                             .step = step_,
                             .lr = schedule_.at(step_),
-                            .loss_scale = loss_scale_,
+                            .loss_scale = loss_scale(),
                             .seed = options_.seed,
                             .extra = metadata_};
   save_checkpoint(path, model_, optimizer_.get(), state, backend_.stream());
@@ -187,8 +244,17 @@ void Trainer::load(const std::filesystem::path& path) {
   good_steps_ = 0;
   // A checkpoint of an f32 or bf16 run holds 1; an f16 run resumes at its scale.
   if (options_.compute == DType::f16) {
-    loss_scale_ = state.loss_scale > 0 && std::isfinite(state.loss_scale) ? static_cast<float>(state.loss_scale)
-                                                                          : options_.loss_scale.initial;
+    const float scale = state.loss_scale > 0 && std::isfinite(state.loss_scale) ? static_cast<float>(state.loss_scale)
+                                                                                : options_.loss_scale.initial;
+    if (scale_state_.defined()) {
+      std::vector<float> values = device_scale_state();
+      values[LossScaleState::scale] = scale;
+      values[LossScaleState::good_steps] = 0;
+      values[LossScaleState::found_inf] = 0;
+      scale_state_.copy_from(Tensor::from_values({LossScaleState::size}, values), backend_.stream());
+    } else {
+      loss_scale_ = scale;
+    }
   }
   optimizer_->zero_grad();
 }

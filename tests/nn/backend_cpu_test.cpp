@@ -18,6 +18,7 @@
 
 #include "../gpu/expect_throw.hpp"
 #include "gradcheck.hpp"
+#include "loss_scaler_checks.hpp"
 
 namespace stoke::nn {
 namespace {
@@ -152,6 +153,8 @@ TEST_F(BackendFixture, AllFiniteFindsNanAndInfinity) {
   f16.data_as<std::uint16_t>()[1] = 0x7c00;  // infinity
   EXPECT_FALSE(cpu->all_finite(f16));
 }
+
+TEST_F(BackendFixture, TheLossScalerSkipsUnscalesAndUpdatesOnItsState) { testing::expect_loss_scaler_works(*cpu); }
 
 TEST_F(BackendFixture, ScaleMultipliesInPlace) {
   const Tensor x = Tensor::from_values({3}, {1, 2, -3});

@@ -27,6 +27,7 @@
 
 #include "compare.hpp"
 #include "emulated_backend.hpp"
+#include "loss_scaler_checks.hpp"
 #include "scoped_environment.hpp"
 #include "stoke/gpu/device.hpp"
 #include "stoke/gpu/dtype.hpp"
@@ -152,6 +153,8 @@ class CudaBackendTest : public GpuAndCpu, public ::testing::WithParamInterface<s
   }
   // The batch-norm kernels (training forward, backward, inference) against the CPU's on one shape.
   void batch_norm_matches_the_cpu(const Shape& shape);
+  // The fused batch norm (+ residual) + ReLU against the CPU's separate kernels on one shape.
+  void fused_batch_norm_matches_the_cpu(const Shape& shape, bool with_residual);
 
   Tensor copy(const Tensor& host) const {
     Tensor t(host.shape());
@@ -281,6 +284,66 @@ void CudaBackendTest::batch_norm_matches_the_cpu(const Shape& shape) {
   expect_close(y_cpu, down(y_gpu), tol(), "y");
   expect_close(dx_cpu, down(dx_gpu), tol(), "dx");
   expect_close(y_eval_cpu, down(y_eval_gpu), tol(), "y (inference)");
+}
+
+// batch_norm_relu_* (one pass on channels-last images; on NCHW the base's composition) against
+// the CPU's batch norm, add and ReLU. The backward's reference masks dy by the GPU's own output:
+// near 0, a half-precision y rounded once (fused) or at each step (separate) may differ in sign,
+// which would flip single elements of the mask, not the arithmetic under test.
+TEST_P(CudaBackendTest, FusedBatchNormReluMatchesTheCpu) {
+  for (const Shape& shape : {Shape{3, 5, 6, 7}, Shape{4, 16, 5, 6}, Shape{8, 64, 14, 14}}) {
+    for (const bool with_residual : {false, true}) {
+      SCOPED_TRACE(to_string(shape) + (with_residual ? " with a residual" : ""));
+      fused_batch_norm_matches_the_cpu(shape, with_residual);
+    }
+  }
+}
+
+void CudaBackendTest::fused_batch_norm_matches_the_cpu(const Shape& shape, bool with_residual) {
+  const std::int64_t c = shape[1];
+  const Tensor x = input(shape, 31, -2, 3), dy = input(shape, 32), residual = input(shape, 33);
+  const Tensor gamma = random_tensor({c}, 34, 0.5, 1.5), beta = random_tensor({c}, 35, -0.5, 0.5);
+  const Tensor rm0 = random_tensor({c}, 36), rv0 = random_tensor({c}, 37, 0.5, 2);
+  const double momentum = 0.1, eps = 1e-5;
+
+  Tensor y_cpu(shape), mean_cpu({c}), invstd_cpu({c});
+  Tensor rm_cpu = copy(rm0), rv_cpu = copy(rv0);
+  cpu_->batch_norm_forward_training(x, gamma, beta, rm_cpu, rv_cpu, momentum, eps, y_cpu, mean_cpu, invstd_cpu);
+  if (with_residual) cpu_->add(y_cpu, residual, y_cpu);
+  cpu_->relu_forward(y_cpu, y_cpu);
+
+  const Tensor x_gpu = up(x), dy_gpu = up(dy);
+  const Tensor residual_gpu = with_residual ? up(residual) : Tensor();
+  const Tensor gamma_gpu = up(gamma, DType::f32), beta_gpu = up(beta, DType::f32);
+  const Tensor rm_gpu = up(rm0, DType::f32), rv_gpu = up(rv0, DType::f32);
+  const Tensor mean_gpu = gpu_->empty({c}), invstd_gpu = gpu_->empty({c});
+  const Tensor dgamma_gpu = gpu_->zeros({c}), dbeta_gpu = gpu_->zeros({c});
+  const Tensor y_gpu = gpu_->empty(shape, dtype(), layout());
+  const Tensor dx_gpu = gpu_->empty(shape, dtype(), layout());
+  const Tensor dresidual_gpu = with_residual ? gpu_->empty(shape, dtype(), layout()) : Tensor();
+  gpu_->batch_norm_relu_forward_training(x_gpu, gamma_gpu, beta_gpu, rm_gpu, rv_gpu, momentum, eps, residual_gpu, y_gpu,
+                                         mean_gpu, invstd_gpu);
+  gpu_->batch_norm_relu_backward(x_gpu, y_gpu, dy_gpu, gamma_gpu, mean_gpu, invstd_gpu, dx_gpu, dresidual_gpu,
+                                 dgamma_gpu, dbeta_gpu);
+
+  const Tolerance f32 = tolerance_of(DType::f32);
+  const Tensor y_seen = down(y_gpu);
+  expect_close(y_cpu, y_seen, tol(), "y");
+  expect_close(mean_cpu, down(mean_gpu), f32, "saved_mean");
+  expect_close(invstd_cpu, down(invstd_gpu), f32, "saved_invstd");
+  expect_close(rm_cpu, down(rm_gpu), f32, "running_mean");
+  expect_close(rv_cpu, down(rv_gpu), f32, "running_var");
+
+  Tensor dz(shape);
+  for (std::size_t i = 0; i < dz.f32().size(); ++i) dz.f32()[i] = y_seen.f32()[i] > 0 ? dy.f32()[i] : 0.0f;
+  Tensor dx_cpu(shape), dgamma_cpu = Tensor::zeros({c}), dbeta_cpu = Tensor::zeros({c});
+  cpu_->batch_norm_backward(x, dz, gamma, mean_cpu, invstd_cpu, dx_cpu, dgamma_cpu, dbeta_cpu);
+  expect_close(dgamma_cpu, down(dgamma_gpu), f32, "dgamma");
+  expect_close(dbeta_cpu, down(dbeta_gpu), f32, "dbeta");
+  expect_close(dx_cpu, down(dx_gpu), tol(), "dx");
+  if (with_residual) {
+    EXPECT_EQ(dz.to_vector(), down(dresidual_gpu).to_vector()) << "dresidual = dy masked";
+  }
 }
 
 TEST_P(CudaBackendTest, ElementwiseKernelsMatchTheCpu) {
@@ -491,6 +554,9 @@ TEST_F(CudaBackendF32Test, AllFiniteFindsInfinitiesAndNans) {
   EXPECT_FALSE(gpu_->all_finite(half));
 }
 
+// The device loss scaler: the same checks as the CPU's (loss_scaler_checks.hpp), with no host wait.
+TEST_F(CudaBackendF32Test, TheLossScalerSkipsUnscalesAndUpdatesOnItsState) { testing::expect_loss_scaler_works(*gpu_); }
+
 TEST_F(CudaBackendF32Test, EmptyReusesFreedMemory) {
   void* first = gpu_->empty({1000}, DType::f32, TensorLayout::nchw).data();  // freed at once
   const Tensor again = gpu_->empty({1000}, DType::f32, TensorLayout::nchw);
@@ -633,7 +699,9 @@ class CudaTrainingStepTest : public CudaBackendF32Test, public ::testing::WithPa
 // CPU: in f32 the CpuBackend; in bf16 and f16 the EmulatedBackend (half-precision storage, f32
 // arithmetic, channels-last), since against f32 a deep model's first half-precision steps differ
 // by 20-40% on the CPU alone (rounding flips ReLU masks and max-pool winners). The losses agree,
-// and every parameter moved by about the same (testing::expect_same_steps).
+// and every parameter moved by about the same (testing::expect_same_steps). The models are built
+// fused (ModelOptions::fuse): the GPU runs its one-pass batch norm + ReLU (+ residual) kernels in
+// channels-last, the references the separate kernels (the base Backend's composition).
 TEST_P(CudaTrainingStepTest, MatchesTheCpu) {
   const StepCase& c = GetParam();
   const bool half = c.compute != DType::f32;

@@ -19,7 +19,7 @@
 
 namespace stoke::nn::testing {
 
-class EmulatedBackend final : public Backend {
+class EmulatedBackend : public Backend {
  public:
   Device device() const noexcept override { return Device::cpu(); }
   StreamView stream() const noexcept override { return StreamView::host(); }

@@ -11,11 +11,13 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <stoke/nn/conv2d.hpp>
 #include <stoke/nn/dropout.hpp>
 #include <stoke/nn/linear.hpp>
 #include <stoke/nn/models.hpp>
+#include <stoke/nn/optimizer.hpp>
 #include <stoke/nn/trainer.hpp>
 #include <string>
 #include <vector>
@@ -316,6 +318,52 @@ TEST_F(MixedPrecisionTrainer, F16OverflowSkipsTheStepAndLowersTheScale) {
   EXPECT_LT(half.skipped_steps(), steps) << "a step went through at scale " << half.loss_scale();
   EXPECT_EQ(half.loss_scale(), std::ldexp(1.0f, 40 - static_cast<int>(half.skipped_steps())));
   EXPECT_NE(testing::parameter_values(*half_model), before);
+}
+
+// Counts the Trainer's overflow checks: those that wait for the stream (all_finite_in called
+// directly) and those enqueued on the device's loss scale state (find_non_finite).
+class CountingBackend : public EmulatedBackend {
+ public:
+  int waits = 0;
+  int device_checks = 0;
+  int scale_updates = 0;
+
+  bool all_finite_in(std::span<const Tensor> xs) override {
+    if (!inside_device_check_) ++waits;
+    return EmulatedBackend::all_finite_in(xs);
+  }
+  void find_non_finite(std::span<const Tensor> xs, const Tensor& state) override {
+    ++device_checks;
+    inside_device_check_ = true;  // the base's host emulation of the device check
+    EmulatedBackend::find_non_finite(xs, state);
+    inside_device_check_ = false;
+  }
+  void update_loss_scale(const Tensor& state, float growth, float backoff, int growth_interval) override {
+    ++scale_updates;
+    EmulatedBackend::update_loss_scale(state, growth, backoff, growth_interval);
+  }
+
+ private:
+  bool inside_device_check_ = false;
+};
+
+TEST_F(MixedPrecisionTrainer, F16WithSgdKeepsTheScaleOnTheDeviceAndWithAdamWChecksOnTheHost) {
+  for (const bool adamw : {false, true}) {
+    SCOPED_TRACE(adamw ? "AdamW" : "Sgd");
+    CountingBackend counting;
+    auto half_model = model();
+    TrainerOptions f16 = options(DType::f16);
+    f16.loss_scale.initial = 1024.0f;  // inside the range for these batches
+    if (adamw) f16.optimizer = AdamW::factory({});
+    Trainer half(*half_model, counting, f16);
+    constexpr int kSteps = 3;
+    for (int i = 0; i < kSteps; ++i) (void)half.train_batch(images_, labels_);
+    EXPECT_EQ(counting.waits, adamw ? kSteps : 0) << "overflow checks that wait for the stream";
+    EXPECT_EQ(counting.device_checks, adamw ? 0 : kSteps);
+    EXPECT_EQ(counting.scale_updates, adamw ? 0 : kSteps);
+    EXPECT_EQ(half.skipped_steps(), 0);
+    EXPECT_EQ(half.loss_scale(), 1024.0f);
+  }
 }
 
 TEST_F(MixedPrecisionTrainer, CpuBackendRefusesMixedPrecisionNamingTheFix) {

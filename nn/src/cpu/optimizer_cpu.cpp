@@ -35,10 +35,17 @@ void CpuBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tenso
     require_cpu_f32_elements(momentum_buffer, "sgd_update's momentum_buffer");
     require_count(momentum_buffer, param.numel(), "sgd_update", "the momentum buffer");
   }
+  SgdStep s = step;
+  if (step.loss_scale.defined()) {
+    require_cpu_f32_elements(step.loss_scale, "sgd_update's loss_scale");
+    require_count(step.loss_scale, LossScaleState::size, "sgd_update", "the loss scale state");
+    const float* state = step.loss_scale.data_as<const float>();
+    if (state[LossScaleState::found_inf] != 0) return;  // an overflowed step changes nothing
+    s.grad_scale = step.grad_scale / state[LossScaleState::scale];
+  }
   float* p = param.data_as<float>();
   const float* d = grad.data_as<const float>();
   float* buffer = with_momentum ? momentum_buffer.data_as<float>() : nullptr;
-  const SgdStep s = step;
   for_chunks(param.numel(), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) {
       const float g = d[i] * s.grad_scale + s.weight_decay * p[i];

@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -33,26 +34,38 @@ bool cudnn_ran(cudnnStatus_t status, const char* call, int line) {
   gpu::detail::throw_cudnn_error(static_cast<int>(status), call, __FILE__, line);
 }
 
-}  // namespace
+// `t` is defined, on `device`, of x's float dtype, shape and layout.
+void require_like_x(const Tensor& t, const Tensor& x, Device device, const char* kernel, const char* what) {
+  require_float(t, device, kernel, what, &x);
+  require_shape(t, x.shape(), kernel, what);
+  require_layout(t, x, kernel, what);
+}
 
-void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                              const Tensor& running_mean, const Tensor& running_var, double momentum,
-                                              double eps, const Tensor& y, const Tensor& saved_mean,
-                                              const Tensor& saved_invstd) {
-  constexpr const char* kernel = "batch_norm_forward_training";
-  require_float(x, device_, kernel, "x");
-  require_float(y, device_, kernel, "y", &x);
+// Training forward's per-channel tensors, in the Backend's order.
+struct ChannelTensors {
+  const Tensor& gamma;
+  const Tensor& beta;
+  const Tensor& running_mean;
+  const Tensor& running_var;
+  const Tensor& saved_mean;
+  const Tensor& saved_invstd;
+};
+
+// Training's checks: x an image, y like it, the per-channel tensors f32 {C}, more than one value
+// per channel. Returns x's dims.
+ImageDims check_training_forward(const Tensor& x, const Tensor& y, const ChannelTensors& c, Device device,
+                                 const char* kernel) {
+  require_float(x, device, kernel, "x");
   const ImageDims dims = image_dims(x, kernel, "x");
-  require_shape(y, x.shape(), kernel, "y");
-  require_layout(y, x, kernel, "y");
-  const std::pair<const Tensor*, const char*> channel_tensors[] = {{&gamma, "gamma"},
-                                                                   {&beta, "beta"},
-                                                                   {&running_mean, "running_mean"},
-                                                                   {&running_var, "running_var"},
-                                                                   {&saved_mean, "saved_mean"},
-                                                                   {&saved_invstd, "saved_invstd"}};
+  require_like_x(y, x, device, kernel, "y");
+  const std::pair<const Tensor*, const char*> channel_tensors[] = {{&c.gamma, "gamma"},
+                                                                   {&c.beta, "beta"},
+                                                                   {&c.running_mean, "running_mean"},
+                                                                   {&c.running_var, "running_var"},
+                                                                   {&c.saved_mean, "saved_mean"},
+                                                                   {&c.saved_invstd, "saved_invstd"}};
   for (const auto& [t, what] : channel_tensors) {
-    require_f32(*t, device_, kernel, what);
+    require_f32(*t, device, kernel, what);
     require_count(*t, dims.c, kernel, what);
   }
   if (dims.n * dims.h * dims.w < 2) {
@@ -61,14 +74,70 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
     throw std::invalid_argument(std::string("CudaBackend::") + kernel + ": x is " + x.describe() +
                                 "; training needs more than one value per channel (N * H * W > 1)");
   }
+  return dims;
+}
+
+// Backward's checks: x an image, dy and dx (when given) like it, the per-channel tensors f32 {C}
+// (dgamma and dbeta when given). Returns x's dims.
+ImageDims check_backward(const Tensor& x, const Tensor& dy, const Tensor& dx,
+                         std::initializer_list<std::pair<const Tensor*, const char*>> channel_tensors,
+                         const Tensor& dgamma, const Tensor& dbeta, Device device, const char* kernel) {
+  require_float(x, device, kernel, "x");
+  const ImageDims dims = image_dims(x, kernel, "x");
+  require_like_x(dy, x, device, kernel, "dy");
+  if (dx.defined()) require_like_x(dx, x, device, kernel, "dx");
+  for (const auto& [t, what] : channel_tensors) {
+    require_f32(*t, device, kernel, what);
+    require_count(*t, dims.c, kernel, what);
+  }
+  for (const auto& [t, what] : {std::pair{&dgamma, "dgamma"}, std::pair{&dbeta, "dbeta"}}) {
+    if (!t->defined()) continue;
+    require_f32(*t, device, kernel, what);
+    require_count(*t, dims.c, kernel, what);
+  }
+  return dims;
+}
+
+void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+float* f32_or_null(const Tensor& t) { return t.defined() ? t.data_as<float>() : nullptr; }
+
+}  // namespace
+
+void CudaBackend::batch_norm_nhwc_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           const Tensor& running_mean, const Tensor& running_var, double momentum,
+                                           double eps, bool relu, const Tensor& residual, const Tensor& y,
+                                           const Tensor& saved_mean, const Tensor& saved_invstd, ImageDims dims) {
+  const Tensor workspace =
+      empty({static_cast<std::int64_t>(batch_norm_nhwc_workspace_bytes(dims))}, DType::u8, TensorLayout::nchw);
+  batch_norm_nhwc_forward_training(
+      x.dtype(), x.data(), gamma.data_as<const float>(), beta.data_as<const float>(), running_mean.data_as<float>(),
+      running_var.data_as<float>(), momentum, eps, BnEpilogue{.relu = relu, .residual = data_or_null(residual)},
+      y.data(), saved_mean.data_as<float>(), saved_invstd.data_as<float>(), dims, workspace.data(), native(stream_));
+}
+
+void CudaBackend::batch_norm_nhwc_gradients(const Tensor& x, const Tensor& relu_out, const Tensor& dy,
+                                            const Tensor& gamma, const Tensor& saved_mean, const Tensor& saved_invstd,
+                                            const Tensor& dx, const Tensor& dresidual, const Tensor& dgamma,
+                                            const Tensor& dbeta, ImageDims dims) {
+  const Tensor workspace =
+      empty({static_cast<std::int64_t>(batch_norm_nhwc_workspace_bytes(dims))}, DType::u8, TensorLayout::nchw);
+  batch_norm_nhwc_backward(x.dtype(), x.data(), data_or_null(relu_out), dy.data(), gamma.data_as<const float>(),
+                           saved_mean.data_as<const float>(), saved_invstd.data_as<const float>(), data_or_null(dx),
+                           data_or_null(dresidual), f32_or_null(dgamma), f32_or_null(dbeta), dims, workspace.data(),
+                           native(stream_));
+}
+
+void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                              const Tensor& running_mean, const Tensor& running_var, double momentum,
+                                              double eps, const Tensor& y, const Tensor& saved_mean,
+                                              const Tensor& saved_invstd) {
+  constexpr const char* kernel = "batch_norm_forward_training";
+  const ImageDims dims =
+      check_training_forward(x, y, {gamma, beta, running_mean, running_var, saved_mean, saved_invstd}, device_, kernel);
   const DeviceGuard guard(device_);
   if (dims.nhwc) {
-    const Tensor workspace = empty({static_cast<std::int64_t>(batch_norm_nhwc_workspace_bytes(dims))}, DType::u8,
-                                   TensorLayout::nchw);
-    batch_norm_nhwc_forward_training(x.dtype(), x.data(), gamma.data_as<const float>(), beta.data_as<const float>(),
-                                     running_mean.data_as<float>(), running_var.data_as<float>(), momentum, eps,
-                                     y.data(), saved_mean.data_as<float>(), saved_invstd.data_as<float>(), dims,
-                                     workspace.data(), native(stream_));
+    batch_norm_nhwc_training(x, gamma, beta, running_mean, running_var, momentum, eps, false, Tensor(), y, saved_mean,
+                             saved_invstd, dims);
     return;
   }
   if (x.numel() > 0) {
@@ -115,36 +184,12 @@ void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const T
                                       const Tensor& saved_invstd, const Tensor& dx, const Tensor& dgamma,
                                       const Tensor& dbeta) {
   constexpr const char* kernel = "batch_norm_backward";
-  require_float(x, device_, kernel, "x");
-  require_float(dy, device_, kernel, "dy", &x);
-  const ImageDims dims = image_dims(x, kernel, "x");
-  require_shape(dy, x.shape(), kernel, "dy");
-  require_layout(dy, x, kernel, "dy");
-  if (dx.defined()) {
-    require_float(dx, device_, kernel, "dx", &x);
-    require_shape(dx, x.shape(), kernel, "dx");
-    require_layout(dx, x, kernel, "dx");
-  }
-  const std::pair<const Tensor*, const char*> channel_tensors[] = {
-      {&gamma, "gamma"}, {&saved_mean, "saved_mean"}, {&saved_invstd, "saved_invstd"}};
-  for (const auto& [t, what] : channel_tensors) {
-    require_f32(*t, device_, kernel, what);
-    require_count(*t, dims.c, kernel, what);
-  }
-  for (const auto& [t, what] : {std::pair{&dgamma, "dgamma"}, std::pair{&dbeta, "dbeta"}}) {
-    if (!t->defined()) continue;
-    require_f32(*t, device_, kernel, what);
-    require_count(*t, dims.c, kernel, what);
-  }
+  const ImageDims dims = check_backward(
+      x, dy, dx, {{&gamma, "gamma"}, {&saved_mean, "saved_mean"}, {&saved_invstd, "saved_invstd"}}, dgamma, dbeta,
+      device_, kernel);
   const DeviceGuard guard(device_);
   if (dims.nhwc) {
-    const Tensor workspace = empty({static_cast<std::int64_t>(batch_norm_nhwc_workspace_bytes(dims))}, DType::u8,
-                                   TensorLayout::nchw);
-    batch_norm_nhwc_backward(x.dtype(), x.data(), dy.data(), gamma.data_as<const float>(),
-                             saved_mean.data_as<const float>(), saved_invstd.data_as<const float>(),
-                             dx.defined() ? dx.data() : nullptr, dgamma.defined() ? dgamma.data_as<float>() : nullptr,
-                             dbeta.defined() ? dbeta.data_as<float>() : nullptr, dims, workspace.data(),
-                             native(stream_));
+    batch_norm_nhwc_gradients(x, Tensor(), dy, gamma, saved_mean, saved_invstd, dx, Tensor(), dgamma, dbeta, dims);
     return;
   }
   if (x.numel() > 0) {
@@ -169,6 +214,47 @@ void CudaBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const T
                             saved_mean.data_as<const float>(), saved_invstd.data_as<const float>(),
                             dx.defined() ? dx.data() : nullptr, dgamma.defined() ? dgamma.data_as<float>() : nullptr,
                             dbeta.defined() ? dbeta.data_as<float>() : nullptr, dims, native(stream_));
+}
+
+}  // namespace stoke::nn::cuda
+
+namespace stoke::nn::cuda {
+
+// Channels-last: one pass (batch_norm_kernels.cu's epilogue). NCHW, where cuDNN normalises: the
+// base's composition of batch norm, add and ReLU.
+void CudaBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                   const Tensor& running_mean, const Tensor& running_var,
+                                                   double momentum, double eps, const Tensor& residual, const Tensor& y,
+                                                   const Tensor& saved_mean, const Tensor& saved_invstd) {
+  constexpr const char* kernel = "batch_norm_relu_forward_training";
+  if (!x.defined() || x.layout() != TensorLayout::nhwc) {
+    Backend::batch_norm_relu_forward_training(x, gamma, beta, running_mean, running_var, momentum, eps, residual, y,
+                                              saved_mean, saved_invstd);
+    return;
+  }
+  const ImageDims dims =
+      check_training_forward(x, y, {gamma, beta, running_mean, running_var, saved_mean, saved_invstd}, device_, kernel);
+  if (residual.defined()) require_like_x(residual, x, device_, kernel, "residual");
+  const DeviceGuard guard(device_);
+  batch_norm_nhwc_training(x, gamma, beta, running_mean, running_var, momentum, eps, true, residual, y, saved_mean,
+                           saved_invstd, dims);
+}
+
+void CudaBackend::batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
+                                           const Tensor& saved_mean, const Tensor& saved_invstd, const Tensor& dx,
+                                           const Tensor& dresidual, const Tensor& dgamma, const Tensor& dbeta) {
+  constexpr const char* kernel = "batch_norm_relu_backward";
+  if (!x.defined() || x.layout() != TensorLayout::nhwc) {
+    Backend::batch_norm_relu_backward(x, y, dy, gamma, saved_mean, saved_invstd, dx, dresidual, dgamma, dbeta);
+    return;
+  }
+  const ImageDims dims = check_backward(
+      x, dy, dx, {{&gamma, "gamma"}, {&saved_mean, "saved_mean"}, {&saved_invstd, "saved_invstd"}}, dgamma, dbeta,
+      device_, kernel);
+  require_like_x(y, x, device_, kernel, "y");
+  if (dresidual.defined()) require_like_x(dresidual, x, device_, kernel, "dresidual");
+  const DeviceGuard guard(device_);
+  batch_norm_nhwc_gradients(x, y, dy, gamma, saved_mean, saved_invstd, dx, dresidual, dgamma, dbeta, dims);
 }
 
 }  // namespace stoke::nn::cuda

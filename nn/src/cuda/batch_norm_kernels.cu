@@ -4,7 +4,9 @@
 // (channel group, row group) blocks, each thread reading 16 bytes of a row at a time, whose partial
 // sums in double are added up per channel in a fixed order, then one pass that normalises 16
 // bytes at a time. Deterministic either way: no
-// floating-point atomics.
+// floating-point atomics. The channels-last kernels also fuse what follows batch norm in ResNet's
+// blocks: forward adds a residual and applies ReLU in its normalising pass, backward masks dy by
+// the forward's output as it reads it (both passes) and writes that masked dy for the residual.
 //
 // Why not cuDNN's for channels-last: on the first GPU run (H200, ResNet-50, batch 256, bf16) its
 // channels-last training kernels took 637 ms of a 673 ms step, the one-block-per-channel kernels
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernel_utils.cuh"
 #include "kernels.hpp"
@@ -131,9 +134,9 @@ BnGrid bn_grid(ImageDims d, int pack) {
 // Packs of 16 bytes when every row is whole packs and the tensors are aligned: a warp then reads
 // 512 contiguous bytes, not 32 values of 2 bytes.
 template <class T>
-BnGrid bn_grid_for(ImageDims d, const void* x, const void* dy, const void* out = nullptr) {
-  const bool packed =
-      d.c % kPack<T> == 0 && aligned16(x) && (dy == nullptr || aligned16(dy)) && (out == nullptr || aligned16(out));
+BnGrid bn_grid_for(ImageDims d, std::initializer_list<const void*> tensors) {
+  const bool packed = d.c % kPack<T> == 0 && std::all_of(tensors.begin(), tensors.end(),
+                                                         [](const void* t) { return t == nullptr || aligned16(t); });
   return bn_grid(d, packed ? kPack<T> : 1);
 }
 
@@ -167,22 +170,28 @@ struct Gradients {
 };
 
 // One row's P values of x (and dy) at pack `i` of the tensor: a 16-byte load each, or one value.
+// With `relu_out` (the output of a forward that ended in ReLU), dy is masked as ReLU's backward
+// masks it: 0 where that output is not positive. (Forward passes its residual as dy.)
 template <class T, int P>
 struct RowPart {
   float x[P];
   float dy[P];
-  __device__ RowPart(const T* xs, const T* dys, std::int64_t i) {
+  __device__ RowPart(const T* xs, const T* dys, const T* relu_out, std::int64_t i) {
     if constexpr (P == 1) {
       x[0] = load(xs, i);
       dy[0] = dys != nullptr ? load(dys, i) : 0.0f;
+      if (relu_out != nullptr && !(load(relu_out, i) > 0.0f)) dy[0] = 0.0f;
     } else {
       const Pack<T> px = reinterpret_cast<const Pack<T>*>(xs)[i];
       Pack<T> pd{};
+      Pack<T> py{};
       if (dys != nullptr) pd = reinterpret_cast<const Pack<T>*>(dys)[i];
+      if (relu_out != nullptr) py = reinterpret_cast<const Pack<T>*>(relu_out)[i];
 #pragma unroll
       for (int k = 0; k < P; ++k) {
         x[k] = load(px.v, k);
         dy[k] = dys != nullptr ? load(pd.v, k) : 0.0f;
+        if (relu_out != nullptr && !(load(py.v, k) > 0.0f)) dy[k] = 0.0f;
       }
     }
   }
@@ -192,8 +201,8 @@ struct RowPart {
 // rows ty, ty + rows_per_block, ... of its row group; the block then adds its rows per channel in a
 // fixed order. Shared memory: 2 x kBnThreads x P doubles.
 template <class T, int P, class Sums>
-__global__ void bn_nhwc_sums_kernel(Sums sums, const T* x, const T* dy, std::int64_t rows, std::int64_t channels,
-                                    double* partial) {
+__global__ void bn_nhwc_sums_kernel(Sums sums, const T* x, const T* dy, const T* relu_out, std::int64_t rows,
+                                    std::int64_t channels, double* partial) {
   extern __shared__ double shared[];
   const std::int64_t units = channels / P;  // P == 1, or channels a multiple of P
   const std::int64_t unit = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -202,7 +211,7 @@ __global__ void bn_nhwc_sums_kernel(Sums sums, const T* x, const T* dy, std::int
   if (unit < units) {
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
     for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += stride) {
-      const RowPart<T, P> part(x, dy, r * units + unit);
+      const RowPart<T, P> part(x, dy, relu_out, r * units + unit);
 #pragma unroll
       for (int k = 0; k < P; ++k) sums.add(part.x[k], part.dy[k], unit * P + k, a[k], b[k]);
     }
@@ -290,10 +299,16 @@ __global__ void bn_nhwc_finish_backward_kernel(const double* partial, int row_gr
 // out = f(x, dy, its channel's terms) on the grid of the sums pass: a thread keeps to one pack of
 // channels, so it loads their terms once and then streams rows, 16 bytes at a time (one value at a
 // time on the scalar grid) -- no per-element channel index, no per-element loads of the terms.
+// Forward's dy is the residual (0 without one).
 struct Normalize {
-  __device__ float operator()(float x, float /*dy*/, float mean, float scale, float shift, float /*unused*/) const {
-    return (x - mean) * scale + shift;
+  bool relu;
+  __device__ float operator()(float x, float residual, float mean, float scale, float shift, float /*unused*/) const {
+    const float y = (x - mean) * scale + shift + residual;
+    return relu ? fmaxf(y, 0.0f) : y;
   }
+};
+struct MaskedGradient {  // the residual's gradient alone: dy as masked
+  __device__ float operator()(float /*x*/, float dy, float, float, float, float) const { return dy; }
 };
 struct InputGradient {
   __device__ float operator()(float x, float dy, float mean, float k1, float mean_dy, float k3) const {
@@ -301,9 +316,10 @@ struct InputGradient {
   }
 };
 
+// With `dy_out`, the (masked) dy is written there too: the residual's gradient.
 template <class T, int P, class F>
-__global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* terms, T* out, std::int64_t rows,
-                                   std::int64_t channels, int term_count) {
+__global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const T* relu_out, const float* terms, T* out,
+                                   T* dy_out, std::int64_t rows, std::int64_t channels, int term_count) {
   const std::int64_t units = channels / P;
   const std::int64_t unit = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (unit >= units) return;
@@ -315,43 +331,69 @@ __global__ void bn_nhwc_map_kernel(F f, const T* x, const T* dy, const float* te
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
   for (std::int64_t r = static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += stride) {
     const std::int64_t i = r * units + unit;
-    const RowPart<T, P> part(x, dy, i);
+    const RowPart<T, P> part(x, dy, relu_out, i);
     if constexpr (P == 1) {
       store(out, i, f(part.x[0], part.dy[0], t[0][0], t[1][0], t[2][0], t[3][0]));
+      if (dy_out != nullptr) store(dy_out, i, part.dy[0]);
     } else {
       Pack<T> po;
 #pragma unroll
       for (int k = 0; k < P; ++k) store(po.v, k, f(part.x[k], part.dy[k], t[0][k], t[1][k], t[2][k], t[3][k]));
       reinterpret_cast<Pack<T>*>(out)[i] = po;
+      if (dy_out != nullptr) {
+        Pack<T> pd;
+#pragma unroll
+        for (int k = 0; k < P; ++k) store(pd.v, k, part.dy[k]);
+        reinterpret_cast<Pack<T>*>(dy_out)[i] = pd;
+      }
     }
   }
 }
 
+// The tensors of one pass over the image: x, dy (forward: the residual), the ReLU output dy is
+// masked by, the output and the masked dy's copy (each but x may be null).
+template <class T>
+struct BnOperands {
+  const T* x;
+  const T* dy;
+  const T* relu_out;
+  T* out;
+  T* dy_out;
+};
+
+// The grid of a call: one for both passes, so that each thread's channels are the same in both.
+template <class T>
+BnGrid bn_grid_of(ImageDims d, const BnOperands<T>& o) {
+  return bn_grid_for<T>(d, {o.x, o.dy, o.relu_out, o.out, o.dy_out});
+}
+
 template <class T, class F>
-void launch_bn_nhwc_map(F f, const T* x, const T* dy, const float* terms, int term_count, T* out, ImageDims d,
-                        Stream stream) {
-  const BnGrid grid = bn_grid_for<T>(d, x, dy, out);
+void launch_bn_nhwc_map(F f, const BnOperands<T>& o, const float* terms, int term_count, ImageDims d,
+                        const BnGrid& grid, Stream stream) {
   const dim3 blocks(grid.channel_groups, grid.row_groups);
   const dim3 threads(grid.lanes, grid.rows_per_block);
   const std::int64_t rows = d.n * d.h * d.w;
   if (grid.pack == 1) {
-    bn_nhwc_map_kernel<T, 1><<<blocks, threads, 0, stream>>>(f, x, dy, terms, out, rows, d.c, term_count);
+    bn_nhwc_map_kernel<T, 1>
+        <<<blocks, threads, 0, stream>>>(f, o.x, o.dy, o.relu_out, terms, o.out, o.dy_out, rows, d.c, term_count);
   } else {
-    bn_nhwc_map_kernel<T, kPack<T>><<<blocks, threads, 0, stream>>>(f, x, dy, terms, out, rows, d.c, term_count);
+    bn_nhwc_map_kernel<T, kPack<T>>
+        <<<blocks, threads, 0, stream>>>(f, o.x, o.dy, o.relu_out, terms, o.out, o.dy_out, rows, d.c, term_count);
   }
 }
 
 template <class T, class Sums>
-void launch_bn_nhwc_sums(Sums sums, const T* x, const T* dy, ImageDims d, const BnGrid& grid, double* partial,
+void launch_bn_nhwc_sums(Sums sums, const BnOperands<T>& o, ImageDims d, const BnGrid& grid, double* partial,
                          Stream stream) {
   const dim3 blocks(grid.channel_groups, grid.row_groups);
   const dim3 threads(grid.lanes, grid.rows_per_block);
   const std::size_t shared = 2 * std::size_t{kBnThreads} * static_cast<std::size_t>(grid.pack) * sizeof(double);
   const std::int64_t rows = d.n * d.h * d.w;
   if (grid.pack == 1) {
-    bn_nhwc_sums_kernel<T, 1><<<blocks, threads, shared, stream>>>(sums, x, dy, rows, d.c, partial);
+    bn_nhwc_sums_kernel<T, 1><<<blocks, threads, shared, stream>>>(sums, o.x, o.dy, o.relu_out, rows, d.c, partial);
   } else {
-    bn_nhwc_sums_kernel<T, kPack<T>><<<blocks, threads, shared, stream>>>(sums, x, dy, rows, d.c, partial);
+    bn_nhwc_sums_kernel<T, kPack<T>>
+        <<<blocks, threads, shared, stream>>>(sums, o.x, o.dy, o.relu_out, rows, d.c, partial);
   }
 }
 
@@ -366,42 +408,47 @@ std::size_t batch_norm_nhwc_workspace_bytes(ImageDims dims) {
 }
 
 void batch_norm_nhwc_forward_training(DType dtype, const void* x, const float* gamma, const float* beta,
-                                      float* running_mean, float* running_var, double momentum, double eps, void* y,
-                                      float* saved_mean, float* saved_invstd, ImageDims dims, void* workspace,
-                                      Stream stream) {
+                                      float* running_mean, float* running_var, double momentum, double eps,
+                                      BnEpilogue epilogue, void* y, float* saved_mean, float* saved_invstd,
+                                      ImageDims dims, void* workspace, Stream stream) {
   const std::int64_t rows = dims.n * dims.h * dims.w;
   if (dims.c == 0 || rows == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const BnGrid grid = bn_grid_for<T>(dims, x, nullptr);
+    const BnOperands<T> sums{static_cast<const T*>(x), nullptr, nullptr, nullptr, nullptr};
+    const BnOperands<T> map{static_cast<const T*>(x), static_cast<const T*>(epilogue.residual), nullptr,
+                            static_cast<T*>(y), nullptr};
+    const BnGrid grid = bn_grid_of(dims, map);
     const BnWorkspace w = bn_workspace(workspace, dims, grid);
-    launch_bn_nhwc_sums(Stats{nullptr}, static_cast<const T*>(x), static_cast<const T*>(nullptr), dims, grid,
-                        w.partial, stream);
+    launch_bn_nhwc_sums(Stats{nullptr}, sums, dims, grid, w.partial, stream);
     bn_nhwc_finish_forward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
         w.partial, w.row_groups, rows, dims.c, gamma, beta, running_mean, running_var, momentum, eps, saved_mean,
         saved_invstd, w.terms);
-    launch_bn_nhwc_map(Normalize{}, static_cast<const T*>(x), static_cast<const T*>(nullptr), w.terms, 3,
-                       static_cast<T*>(y), dims, stream);
+    launch_bn_nhwc_map(Normalize{epilogue.relu}, map, w.terms, 3, dims, grid, stream);
   });
   check_launch();
 }
 
-void batch_norm_nhwc_backward(DType dtype, const void* x, const void* dy, const float* gamma, const float* saved_mean,
-                              const float* saved_invstd, void* dx, float* dgamma, float* dbeta, ImageDims dims,
-                              void* workspace, Stream stream) {
+void batch_norm_nhwc_backward(DType dtype, const void* x, const void* relu_out, const void* dy, const float* gamma,
+                              const float* saved_mean, const float* saved_invstd, void* dx, void* dresidual,
+                              float* dgamma, float* dbeta, ImageDims dims, void* workspace, Stream stream) {
   const std::int64_t rows = dims.n * dims.h * dims.w;
   if (dims.c == 0 || rows == 0) return;
   dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const BnGrid grid = bn_grid_for<T>(dims, x, dy);
+    const BnOperands<T> o{static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(relu_out),
+                          static_cast<T*>(dx), static_cast<T*>(dresidual)};
+    const BnGrid grid = bn_grid_of(dims, o);
     const BnWorkspace w = bn_workspace(workspace, dims, grid);
-    launch_bn_nhwc_sums(Gradients{saved_mean}, static_cast<const T*>(x), static_cast<const T*>(dy), dims, grid,
-                        w.partial, stream);
+    launch_bn_nhwc_sums(Gradients{saved_mean}, o, dims, grid, w.partial, stream);
     bn_nhwc_finish_backward_kernel<<<blocks_for(dims.c), kThreads, 0, stream>>>(
         w.partial, w.row_groups, rows, dims.c, gamma, saved_mean, saved_invstd, dgamma, dbeta, w.terms);
     if (dx != nullptr) {
-      launch_bn_nhwc_map(InputGradient{}, static_cast<const T*>(x), static_cast<const T*>(dy), w.terms, 4,
-                         static_cast<T*>(dx), dims, stream);
+      launch_bn_nhwc_map(InputGradient{}, o, w.terms, 4, dims, grid, stream);
+    } else if (dresidual != nullptr) {
+      // No input gradient wanted, but the residual's: one pass that writes the masked dy alone.
+      launch_bn_nhwc_map(MaskedGradient{}, BnOperands<T>{o.x, o.dy, o.relu_out, o.dy_out, nullptr}, w.terms, 4, dims,
+                         grid, stream);
     }
   });
   check_launch();

@@ -22,6 +22,7 @@
 
 #include "../conv_algorithm_cache.hpp"
 #include "device_pool.hpp"
+#include "kernels.hpp"
 #include "stoke/gpu/handles.hpp"
 #include "stoke/nn/backend.hpp"
 #include "stoke/nn/device.hpp"
@@ -65,6 +66,13 @@ class CudaBackend final : public Backend {
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
                            const Tensor& saved_invstd, const Tensor& dx, const Tensor& dgamma,
                            const Tensor& dbeta) override;
+  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        const Tensor& running_mean, const Tensor& running_var, double momentum,
+                                        double eps, const Tensor& residual, const Tensor& y, const Tensor& saved_mean,
+                                        const Tensor& saved_invstd) override;
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
+                                const Tensor& saved_mean, const Tensor& saved_invstd, const Tensor& dx,
+                                const Tensor& dresidual, const Tensor& dgamma, const Tensor& dbeta) override;
 
   void relu_forward(const Tensor& x, const Tensor& y) override;
   void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
@@ -90,6 +98,9 @@ class CudaBackend final : public Backend {
   bool all_finite(const Tensor& x) override;
   bool all_finite_in(std::span<const Tensor> xs) override;
   void scale(const Tensor& x, float alpha) override;
+  void multiply_by_loss_scale(const Tensor& x, const Tensor& state) override;
+  void find_non_finite(std::span<const Tensor> xs, const Tensor& state) override;
+  void update_loss_scale(const Tensor& state, float growth, float backoff, int growth_interval) override;
 
   const DevicePool& pool() const noexcept { return pool_; }
 
@@ -102,6 +113,16 @@ class CudaBackend final : public Backend {
   };
   /// The workspace, grown to at least `bytes`.
   void* workspace(std::size_t bytes);
+  /// Channels-last batch norm's training passes (batch_norm_cuda.cpp), after the checks: forward
+  /// with its epilogue (a ReLU, a residual), and the gradients, of a forward with a ReLU when
+  /// relu_out (its output) is given.
+  void batch_norm_nhwc_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                                const Tensor& running_var, double momentum, double eps, bool relu,
+                                const Tensor& residual, const Tensor& y, const Tensor& saved_mean,
+                                const Tensor& saved_invstd, ImageDims dims);
+  void batch_norm_nhwc_gradients(const Tensor& x, const Tensor& relu_out, const Tensor& dy, const Tensor& gamma,
+                                 const Tensor& saved_mean, const Tensor& saved_invstd, const Tensor& dx,
+                                 const Tensor& dresidual, const Tensor& dgamma, const Tensor& dbeta, ImageDims dims);
   /// The losses' per-row scratch: f32 {max(rows, 1), 2} from the pool (loss_cuda.cpp).
   Tensor row_scratch(std::int64_t rows);
   /// The algorithm cached for `key`, in memory or else in the algorithm file; else runs

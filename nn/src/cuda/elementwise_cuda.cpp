@@ -1,5 +1,6 @@
 // CudaBackend's elementwise kernels and precision helpers -- relu, add, dropout, cast, scale,
-// all_finite -- as CpuBackend's elementwise_cpu.cpp: argument checks, then elementwise_kernels.cu.
+// all_finite, the fp16 loss scaler's state -- as CpuBackend's elementwise_cpu.cpp: argument checks,
+// then elementwise_kernels.cu.
 #include <cuda_runtime_api.h>
 
 #include <span>
@@ -132,6 +133,45 @@ void CudaBackend::scale(const Tensor& x, float alpha) {
   require_float(x, device_, "scale", "x");
   const DeviceGuard guard(device_);
   cuda::scale(x.dtype(), x.data(), alpha, x.numel(), native(stream_));
+}
+
+// ---- the fp16 loss scaler: everything on the stream, no wait
+
+static_assert(kLossScaleScale == LossScaleState::scale && kLossScaleGoodSteps == LossScaleState::good_steps &&
+              kLossScaleSkipped == LossScaleState::skipped && kLossScaleFoundInf == LossScaleState::found_inf &&
+              LossScaleState::size == 4);
+
+namespace {
+void require_loss_scale_state(const Tensor& state, Device device, const char* kernel) {
+  require_f32(state, device, kernel, "state");
+  require_count(state, LossScaleState::size, kernel, "state");
+}
+}  // namespace
+
+void CudaBackend::multiply_by_loss_scale(const Tensor& x, const Tensor& state) {
+  constexpr const char* kernel = "multiply_by_loss_scale";
+  require_f32(x, device_, kernel, "x");
+  require_loss_scale_state(state, device_, kernel);
+  const DeviceGuard guard(device_);
+  cuda::multiply_by_loss_scale(x.data_as<float>(), x.numel(), state.data_as<const float>(), native(stream_));
+}
+
+void CudaBackend::find_non_finite(std::span<const Tensor> xs, const Tensor& state) {
+  constexpr const char* kernel = "find_non_finite";
+  for (const Tensor& x : xs) require_float(x, device_, kernel, "x");
+  require_loss_scale_state(state, device_, kernel);
+  const DeviceGuard guard(device_);
+  float* flag = state.data_as<float>() + LossScaleState::found_inf;
+  STOKE_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(float), native(stream_)));  // 0.0f is all zero bits
+  for (const Tensor& x : xs) {
+    cuda::flag_non_finite(x.dtype(), x.data(), x.numel(), state.data_as<float>(), native(stream_));
+  }
+}
+
+void CudaBackend::update_loss_scale(const Tensor& state, float growth, float backoff, int growth_interval) {
+  require_loss_scale_state(state, device_, "update_loss_scale");
+  const DeviceGuard guard(device_);
+  cuda::update_loss_scale(state.data_as<float>(), growth, backoff, growth_interval, native(stream_));
 }
 
 }  // namespace stoke::nn::cuda

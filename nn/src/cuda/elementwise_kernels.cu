@@ -107,7 +107,53 @@ __global__ void count_non_finite_kernel(const T* x, std::int64_t n, unsigned* ba
   if (mine != 0) atomicAdd(bad, mine);  // an integer count: the order does not matter
 }
 
+template <class T>
+__global__ void flag_non_finite_kernel(const T* x, std::int64_t n, float* state) {
+  bool bad = false;
+  STOKE_GRID_LOOP(i, n) bad = bad || !finite_bits(x, i);
+  if (bad) state[kLossScaleFoundInf] = 1.0f;  // every writer writes the same value
+}
+
+__global__ void multiply_by_loss_scale_kernel(float* x, std::int64_t n, const float* state) {
+  const float scale = state[kLossScaleScale];
+  STOKE_GRID_LOOP(i, n) x[i] *= scale;
+}
+
+__global__ void update_loss_scale_kernel(float* state, float growth, float backoff, int growth_interval) {
+  if (state[kLossScaleFoundInf] != 0) {
+    state[kLossScaleScale] *= backoff;
+    state[kLossScaleGoodSteps] = 0;
+    state[kLossScaleSkipped] += 1;
+  } else {
+    state[kLossScaleGoodSteps] += 1;
+    if (state[kLossScaleGoodSteps] >= static_cast<float>(growth_interval)) {
+      state[kLossScaleScale] *= growth;
+      state[kLossScaleGoodSteps] = 0;
+    }
+  }
+}
+
 }  // namespace
+
+void multiply_by_loss_scale(float* x, std::int64_t n, const float* state, Stream stream) {
+  if (n == 0) return;
+  multiply_by_loss_scale_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, state);
+  check_launch();
+}
+
+void flag_non_finite(DType dtype, const void* x, std::int64_t n, float* state, Stream stream) {
+  if (n == 0) return;
+  dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    flag_non_finite_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), n, state);
+  });
+  check_launch();
+}
+
+void update_loss_scale(float* state, float growth, float backoff, int growth_interval, Stream stream) {
+  update_loss_scale_kernel<<<1, 1, 0, stream>>>(state, growth, backoff, growth_interval);
+  check_launch();
+}
 
 void relu_forward(DType dtype, const void* x, void* y, std::int64_t n, Stream stream) {
   if (n == 0) return;

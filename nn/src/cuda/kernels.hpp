@@ -40,10 +40,24 @@ void scale(DType dtype, void* x, float alpha, std::int64_t n, Stream stream);
 /// Adds the count of infinite and NaN elements to *bad (a device counter).
 void count_non_finite(DType dtype, const void* x, std::int64_t n, unsigned* bad, Stream stream);
 
+// ---- the fp16 loss scaler's state on the device (elementwise_kernels.cu): f32 {4}, indexed as
+//      nn::LossScaleState (backend.hpp), whose indices these repeat for the kernels
+constexpr int kLossScaleScale = 0;
+constexpr int kLossScaleGoodSteps = 1;
+constexpr int kLossScaleSkipped = 2;
+constexpr int kLossScaleFoundInf = 3;
+/// x (f32, n elements) *= state[scale].
+void multiply_by_loss_scale(float* x, std::int64_t n, const float* state, Stream stream);
+/// Sets state[found_inf] to 1 when an element of x is infinite or NaN (never clears it).
+void flag_non_finite(DType dtype, const void* x, std::int64_t n, float* state, Stream stream);
+/// PyTorch's _amp_update_scale_ on state (Backend::update_loss_scale), one thread.
+void update_loss_scale(float* state, float growth, float backoff, int growth_interval, Stream stream);
+
 // ---- optimizer (optimizer_kernels.cu); all f32, n elements
-/// One SGD step (SgdStep's formula, backend.hpp); momentum_buffer null when momentum == 0.
+/// One SGD step (SgdStep's formula, backend.hpp); momentum_buffer null when momentum == 0;
+/// loss_scale a loss scale state (SgdStep::loss_scale) or null.
 void sgd_update(float* param, const float* grad, float* momentum_buffer, std::int64_t n, float lr, float momentum,
-                float weight_decay, bool nesterov, float grad_scale, Stream stream);
+                float weight_decay, bool nesterov, float grad_scale, const float* loss_scale, Stream stream);
 /// One AdamW step (AdamWStep's formula, backend.hpp), with the step's scalars (adamw::scalars).
 void adamw_update(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::int64_t n,
                   const adamw::Scalars& scalars, Stream stream);
@@ -69,13 +83,22 @@ void batch_norm_backward(DType dtype, const void* x, const void* dy, const float
 /// `workspace` (batch_norm_nhwc_workspace_bytes of it, any contents) added up in a fixed order,
 /// then one 16-byte pass to normalise. The same results as the kernels above, but fast.
 std::size_t batch_norm_nhwc_workspace_bytes(ImageDims dims);
+/// What the normalising pass does after it: y = max(y + residual, 0) (residual null: no add; relu
+/// false: no max), rounding once.
+struct BnEpilogue {
+  bool relu = false;
+  const void* residual = nullptr;
+};
 void batch_norm_nhwc_forward_training(DType dtype, const void* x, const float* gamma, const float* beta,
-                                      float* running_mean, float* running_var, double momentum, double eps, void* y,
-                                      float* saved_mean, float* saved_invstd, ImageDims dims, void* workspace,
-                                      Stream stream);
-void batch_norm_nhwc_backward(DType dtype, const void* x, const void* dy, const float* gamma, const float* saved_mean,
-                              const float* saved_invstd, void* dx, float* dgamma, float* dbeta, ImageDims dims,
-                              void* workspace, Stream stream);
+                                      float* running_mean, float* running_var, double momentum, double eps,
+                                      BnEpilogue epilogue, void* y, float* saved_mean, float* saved_invstd,
+                                      ImageDims dims, void* workspace, Stream stream);
+/// With relu_out (the output of a forward with a ReLU epilogue), the gradients of that forward: dy
+/// is masked where relu_out is not positive as it is read, and dresidual (may be null) gets the
+/// masked dy. dx may be null; dgamma and dbeta (either may be null) accumulate.
+void batch_norm_nhwc_backward(DType dtype, const void* x, const void* relu_out, const void* dy, const float* gamma,
+                              const float* saved_mean, const float* saved_invstd, void* dx, void* dresidual,
+                              float* dgamma, float* dbeta, ImageDims dims, void* workspace, Stream stream);
 
 // ---- pooling (pooling_kernels.cu)
 struct PoolWindow {

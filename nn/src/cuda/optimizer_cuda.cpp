@@ -21,10 +21,15 @@ void CudaBackend::sgd_update(const Tensor& param, const Tensor& grad, const Tens
     require_f32(momentum_buffer, device_, kernel, "momentum_buffer");
     require_count(momentum_buffer, param.numel(), kernel, "momentum_buffer");
   }
+  if (step.loss_scale.defined()) {
+    require_f32(step.loss_scale, device_, kernel, "loss_scale");
+    require_count(step.loss_scale, LossScaleState::size, kernel, "loss_scale");
+  }
   const DeviceGuard guard(device_);
   cuda::sgd_update(param.data_as<float>(), grad.data_as<const float>(),
                    with_momentum ? momentum_buffer.data_as<float>() : nullptr, param.numel(), step.lr, step.momentum,
-                   step.weight_decay, step.nesterov, step.grad_scale, native(stream_));
+                   step.weight_decay, step.nesterov, step.grad_scale,
+                   step.loss_scale.defined() ? step.loss_scale.data_as<const float>() : nullptr, native(stream_));
 }
 
 void CudaBackend::adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,

@@ -10,7 +10,11 @@ namespace stoke::nn::cuda {
 namespace {
 
 __global__ void sgd_kernel(float* param, const float* grad, float* buffer, std::int64_t n, float lr, float momentum,
-                           float weight_decay, bool nesterov, float grad_scale) {
+                           float weight_decay, bool nesterov, float grad_scale, const float* loss_scale) {
+  if (loss_scale != nullptr) {
+    if (loss_scale[kLossScaleFoundInf] != 0) return;  // an overflowed step changes nothing
+    grad_scale /= loss_scale[kLossScaleScale];
+  }
   STOKE_GRID_LOOP(i, n) {
     const float g = grad[i] * grad_scale + weight_decay * param[i];
     float update = g;
@@ -31,10 +35,10 @@ __global__ void adamw_kernel(float* param, const float* grad, float* exp_avg, fl
 }  // namespace
 
 void sgd_update(float* param, const float* grad, float* momentum_buffer, std::int64_t n, float lr, float momentum,
-                float weight_decay, bool nesterov, float grad_scale, Stream stream) {
+                float weight_decay, bool nesterov, float grad_scale, const float* loss_scale, Stream stream) {
   if (n == 0) return;
   sgd_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n, lr, momentum, weight_decay,
-                                                     nesterov, grad_scale);
+                                                     nesterov, grad_scale, loss_scale);
   check_launch();
 }
 

@@ -64,6 +64,16 @@ struct Pool2dGeometry {
   }
 };
 
+/// The fp16 loss scaler's state, kept on the backend's device so that a step never waits for it
+/// (PyTorch's GradScaler keeps the same in device tensors): an f32 {size} tensor, indexed by these.
+struct LossScaleState {
+  static constexpr std::int64_t scale = 0;       ///< the loss scale
+  static constexpr std::int64_t good_steps = 1;  ///< steps without an overflow since it last changed
+  static constexpr std::int64_t skipped = 2;     ///< steps skipped for an overflow, in all
+  static constexpr std::int64_t found_inf = 3;   ///< 1 when this step's gradients overflowed, else 0
+  static constexpr std::int64_t size = 4;
+};
+
 /// One SGD update of one parameter, PyTorch's torch.optim.SGD (dampening 0):
 ///   g = grad * grad_scale + weight_decay * param
 ///   momentum_buffer = momentum * momentum_buffer + g
@@ -75,6 +85,9 @@ struct SgdStep {
   float weight_decay = 0;
   bool nesterov = false;
   float grad_scale = 1;  ///< e.g. 1 / accumulation steps, or 1 / loss scale
+  /// A LossScaleState on the device, or undefined: when given, the update changes nothing if its
+  /// found_inf is set, and otherwise takes g = grad * grad_scale / its scale + weight_decay * param.
+  Tensor loss_scale{};
 };
 
 /// One AdamW update of one parameter, PyTorch's torch.optim.AdamW (amsgrad off), step t >= 1:
@@ -153,6 +166,20 @@ class Backend {
   virtual void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& saved_mean,
                                    const Tensor& saved_invstd, const Tensor& dx, const Tensor& dgamma,
                                    const Tensor& dbeta) = 0;
+  /// batch_norm_forward_training, then y = max(y + residual, 0), or max(y, 0) when residual is
+  /// undefined (residual: x's shape, dtype and layout): ResNet's BN -> ReLU and BN -> add -> ReLU.
+  /// The base composes the three kernels; CUDA runs them as one pass over channels-last images,
+  /// rounding once (the composition rounds a half-precision y at each step).
+  virtual void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                                const Tensor& running_mean, const Tensor& running_var, double momentum,
+                                                double eps, const Tensor& residual, const Tensor& y,
+                                                const Tensor& saved_mean, const Tensor& saved_invstd);
+  /// Its gradients, from its output y: dz = y > 0 ? dy : 0; dresidual = dz (when given); then
+  /// batch_norm_backward of dz. The base composes relu_backward and batch_norm_backward; CUDA masks
+  /// dy as it reads it, channels-last.
+  virtual void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
+                                        const Tensor& saved_mean, const Tensor& saved_invstd, const Tensor& dx,
+                                        const Tensor& dresidual, const Tensor& dgamma, const Tensor& dbeta);
 
   // ---- elementwise (any shape; y may be x itself, dx may be dy itself)
   /// y = max(x, 0).
@@ -217,6 +244,17 @@ class Backend {
   virtual bool all_finite_in(std::span<const Tensor> xs);
   /// x *= alpha.
   virtual void scale(const Tensor& x, float alpha) = 0;
+
+  // ---- the fp16 loss scaler on the device (state: a LossScaleState). CUDA enqueues these without
+  //      a wait for the stream; the base computes them on the host (reading the state waits).
+  /// x (f32) *= state's scale: the loss gradient, scaled before it is rounded to f16.
+  virtual void multiply_by_loss_scale(const Tensor& x, const Tensor& state);
+  /// state's found_inf = 1 when any element of xs (f32, bf16, f16) is infinite or NaN, else 0.
+  virtual void find_non_finite(std::span<const Tensor> xs, const Tensor& state);
+  /// After a step, PyTorch's _amp_update_scale_: with found_inf set, scale *= backoff, good_steps
+  /// = 0 and skipped += 1; else good_steps += 1, and when it reaches growth_interval, scale *=
+  /// growth and good_steps = 0.
+  virtual void update_loss_scale(const Tensor& state, float growth, float backoff, int growth_interval);
 
  protected:
   Backend() = default;

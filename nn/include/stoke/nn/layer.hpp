@@ -31,6 +31,7 @@
 
 namespace stoke::nn {
 
+class BatchNorm2d;
 class LayerProfile;
 
 enum class Mode : std::uint8_t {
@@ -109,6 +110,11 @@ class Layer {
   Layer() = default;
   virtual Tensor forward_impl(const Tensor& x, Context& ctx) = 0;
   virtual Tensor backward_impl(const Tensor& dy, Context& ctx) = 0;
+  /// What forward() and backward() do around *_impl (the checks, the profile, the pairing of a
+  /// backward with its forward), around `impl` instead: for a layer's own entry points that take
+  /// more operands (BatchNorm2d's residual join).
+  Tensor forward_as(const Tensor& x, Context& ctx, const std::function<Tensor()>& impl);
+  Tensor backward_as(const Tensor& dy, Context& ctx, const std::function<Tensor()>& impl);
   /// The gradient tensor of `p`, zeros allocated on first use (f32, in p's layout).
   static const Tensor& gradient(Parameter& p, Backend& backend);
   /// p's values as the kernels take them for the input `x`: p.value itself when x is f32, else a
@@ -158,11 +164,20 @@ class Sequential : public Layer {
   /// One line per layer, indented, as PyTorch prints a model.
   std::string describe() const override;
 
+  /// Forward and backward through the layers before the last one only, for a composite that runs
+  /// the last one itself (Residual's join in its body's last batch norm).
+  Tensor forward_head(const Tensor& x, Context& ctx);
+  Tensor backward_head(const Tensor& dy, Context& ctx);
+
  protected:
   Tensor forward_impl(const Tensor& x, Context& ctx) override;
   Tensor backward_impl(const Tensor& dy, Context& ctx) override;
 
  private:
+  // Forward through layers [0, end), backward through [0, end) from end - 1 down.
+  Tensor forward_layers(const Tensor& x, Context& ctx, std::size_t end);
+  Tensor backward_layers(const Tensor& dy, Context& ctx, std::size_t end);
+
   std::vector<std::pair<std::string, std::unique_ptr<Layer>>> layers_;
 };
 
@@ -175,6 +190,13 @@ class Residual : public Layer {
  public:
   explicit Residual(std::unique_ptr<Sequential> body, std::unique_ptr<Sequential> shortcut = nullptr,
                     std::unique_ptr<Layer> after = nullptr);
+  /// y = max(bn(head(x)) + shortcut(x), 0), where bn is the body's last layer, a BatchNorm2d with
+  /// its ReLU fused (BatchNorm2dOptions::relu), and head the layers before it: the function of
+  /// Residual(body, shortcut, ReLU) with that ReLU off, but the sum and the ReLU made in the batch
+  /// norm's pass (its two-operand forward). Throws std::invalid_argument when the body does not
+  /// end in such a batch norm.
+  static std::unique_ptr<Residual> joined(std::unique_ptr<Sequential> body,
+                                          std::unique_ptr<Sequential> shortcut = nullptr);
 
   void for_each_parameter(const ParameterVisitor& visit, const std::string& prefix = {}) override;
   void for_each_buffer(const BufferVisitor& visit, const std::string& prefix = {}) override;
@@ -189,6 +211,7 @@ class Residual : public Layer {
   std::unique_ptr<Sequential> body_;
   std::unique_ptr<Sequential> shortcut_;
   std::unique_ptr<Layer> after_;
+  BatchNorm2d* join_ = nullptr;  // joined(): the body's last layer, which adds the shortcut
 };
 
 }  // namespace stoke::nn

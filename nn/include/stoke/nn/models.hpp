@@ -27,6 +27,12 @@ struct ModelOptions {
   /// mobilenet: 32); ignored by the ResNets, which are the standard widths.
   int width = 0;
   float dropout = 0;  ///< before the classifier (small_cnn, mobilenet)
+  /// Each batch norm fused with the ReLU after it, and a residual block's sum and ReLU with the
+  /// block's last batch norm (BatchNorm2dOptions::relu, Residual::joined): one pass over the
+  /// activations where the backend fuses them (CUDA, channels-last). The same parameters, names
+  /// and checkpoints either way, and on the CPU the same results bit for bit; false builds
+  /// torchvision's separate ReLU layers.
+  bool fuse = true;
 };
 
 struct ModelInfo {

@@ -47,6 +47,15 @@ class Optimizer {
   /// been moved off the backend's device, or rearranged (Layer::to_layout), since the optimizer
   /// was built.
   void step(float lr, float grad_scale = 1);
+  /// step() with the fp16 loss scaler's state on the device (a LossScaleState, backend.hpp), for
+  /// a step that waits for nothing: the gradients are divided by its scale too, and when its
+  /// found_inf is set no parameter and no state changes (the gradients are zeroed all the same).
+  /// Throws std::logic_error unless skips_on_device().
+  void step(float lr, float grad_scale, const Tensor& loss_scale);
+  /// True when step() takes a loss scale state: nothing the update keeps on the host changes with
+  /// a step (Sgd); AdamW counts its steps on the host for the bias corrections, so a skipped step
+  /// must be known there, and the Trainer then checks for an overflow on the host.
+  virtual bool skips_on_device() const noexcept { return false; }
   /// Zeroes every allocated gradient (enqueued on the backend's stream).
   void zero_grad();
 
@@ -90,8 +99,17 @@ class Optimizer {
   /// Updates slot `index`'s parameter, whose gradient is defined and on the backend's device
   /// (step() checked both and the arguments).
   virtual void update(std::size_t index, float lr, float grad_scale) = 0;
+  /// update() with a loss scale state (step()'s third argument); only where skips_on_device():
+  /// the base throws std::logic_error.
+  virtual void update_scaled(std::size_t index, float lr, float grad_scale, const Tensor& loss_scale);
 
  private:
+  // step()'s checks of its arguments.
+  void check_step(float lr, float grad_scale) const;
+  // Calls visit(index) for each parameter with a gradient (checked to be on the backend's
+  // device), then zeroes the gradients.
+  void for_each_gradient(const std::function<void(std::size_t)>& visit);
+
   Backend& backend_;
   std::string who_;
   std::vector<Slot> slots_;
@@ -123,9 +141,11 @@ class Sgd final : public Optimizer {
   std::string_view name() const noexcept override { return "sgd"; }
   void for_each_state(const BufferVisitor& visit) override;
   const SgdOptions& options() const noexcept { return options_; }
+  bool skips_on_device() const noexcept override { return true; }
 
  protected:
   void update(std::size_t index, float lr, float grad_scale) override;
+  void update_scaled(std::size_t index, float lr, float grad_scale, const Tensor& loss_scale) override;
 
  private:
   SgdOptions options_;

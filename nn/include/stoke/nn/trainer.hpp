@@ -18,7 +18,11 @@
 // the model computes in it, its f32 master weights cast per step (layer.hpp). f16's narrow range
 // needs dynamic loss scaling, as PyTorch's GradScaler: the loss gradient is multiplied by a scale
 // so small gradients do not flush to zero; a step whose gradients overflow is skipped and the
-// scale halved; after growth_interval good steps in a row the scale doubles. For channels-last,
+// scale halved; after growth_interval good steps in a row the scale doubles. With an optimizer that
+// can skip a step on the device (Sgd, the default) the scale and the overflow check stay on the
+// device, as PyTorch's GradScaler keeps them: the loss is computed in f32, its gradient scaled there
+// and then rounded to f16, and no step waits for the GPU (loss_scale() and skipped_steps() do,
+// when asked). With AdamW the overflow check reads one flag per step. For channels-last,
 // feed NHWC images to a model rearranged with model.to_layout(TensorLayout::nhwc).
 #pragma once
 
@@ -28,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "stoke/nn/backend.hpp"
 #include "stoke/nn/checkpoint.hpp"
@@ -105,10 +110,12 @@ class Trainer {
 
   /// Optimizer steps taken (each after `accumulation` batches), the skipped ones included.
   std::int64_t step() const noexcept { return step_; }
-  /// Steps skipped because a gradient overflowed (f16 only).
-  std::int64_t skipped_steps() const noexcept { return skipped_steps_; }
-  /// The loss scale the next batches use (1 unless compute is f16).
-  float loss_scale() const noexcept { return loss_scale_; }
+  /// Steps skipped because a gradient overflowed (f16 only). Waits for the GPU when the scale is
+  /// kept there.
+  std::int64_t skipped_steps() const;
+  /// The loss scale the next batches use (1 unless compute is f16). Waits for the GPU when the
+  /// scale is kept there.
+  float loss_scale() const;
   /// The learning rate the next optimizer step uses.
   float lr() const { return schedule_.at(step_); }
   std::int64_t epoch() const noexcept { return epoch_; }
@@ -142,8 +149,17 @@ class Trainer {
   Tensor prepare(const Tensor& images);
   /// train_batch with the loss's gradient multiplied by `weight` (1, or 0 for a stand-in batch).
   LossResult train(const Tensor& images, const Tensor& labels, float weight);
+  /// The loss of `logits` with its gradient times `weight` and the loss scale: on the device
+  /// scaler's path in f32, the gradient rounded to the logits' dtype after scaling.
+  LossResult scaled_loss(const Tensor& logits, const Tensor& labels, Context& ctx, float weight);
   /// The optimizer step after `accumulation` batches; with f16, the overflow check and the scale.
   void finish_step();
+  /// finish_step's f16 step with the scaler on the host: one wait for the overflow check.
+  bool host_scaled_step_is_finite();
+  /// Throws when the scale fell below the smallest that can still be what overflows.
+  void check_loss_scale(float scale) const;
+  /// The scaler's state on the host (f16 with the device scaler only; waits for the GPU).
+  std::vector<float> device_scale_state() const;
 
   Layer& model_;
   Backend& backend_;
@@ -154,9 +170,12 @@ class Trainer {
   std::int64_t step_ = 0;
   std::int64_t epoch_ = 0;
   int accumulated_ = 0;  // batches whose gradients are summed and not yet stepped
+  // The f16 loss scaler: on the host (loss_scale_, good_steps_, skipped_steps_), or on the device
+  // (scale_state_ defined, a LossScaleState; loss_scale_ then stays 1).
   float loss_scale_ = 1;
   int good_steps_ = 0;  // steps without overflow since the scale last changed (f16)
   std::int64_t skipped_steps_ = 0;
+  Tensor scale_state_;
   std::map<std::string, std::string> metadata_;
   LayerProfile* profile_ = nullptr;
 };
