@@ -80,7 +80,7 @@ void print_pipeline_text(const bench::InputPipelineResult& r, std::size_t datase
 // What the command line says, once parsed.
 struct PipelineArgs {
   InputConfig config;
-  std::string data, data_format = "auto", color = "rgb", on_error = "skip", autotune = "on";
+  std::string data, data_format = "auto", color = "rgb", on_error = "skip", autotune = "on", normalize_in = "batch";
   double seconds = 0;
   std::uint32_t epochs = 0;
   std::size_t cache_bytes = 0, baseline_images = 0;
@@ -118,6 +118,10 @@ void add_options(CommandOptions& cli, PipelineArgs& a) {
       "list-transforms", "print the transforms and their parameters, then exit")(
       "list-formats", "print the data formats and their parameters, then exit")(
       "no-fuse", po::bool_switch(&a.no_fuse), "decode whole images, then crop (default: crop while decoding)")(
+      "normalize-in", po::value(&a.normalize_in)->default_value(a.normalize_in),
+      "where a final normalize of 8-bit images runs: batch (the batch stage normalizes each image as it writes it "
+      "into the batch: one pass) or decode (the decode threads write float images, which the batch stage copies); "
+      "the same batches either way")(
       "in-flight", po::value(&a.config.in_flight)->default_value(0), "items in flight (0: two batches' worth)")(
       "prefetch", po::value(&a.config.prefetch)->default_value(a.config.prefetch), "batches queued for the consumer")(
       "cache-bytes", po::value(&a.cache_bytes)->default_value(0), "keep up to this many encoded bytes in memory")(
@@ -159,7 +163,8 @@ std::string check(PipelineArgs& a, const po::variables_map& values) {
   if (values.count("seconds") && !(a.seconds > 0)) return "--seconds must be positive";
   for (std::string mistake :
        {choice_error("on-error", a.on_error, {"skip", "fail"}), choice_error("autotune", a.autotune, {"on", "off"}),
-        format_error(a.data_format), choice_error("color", a.color, {"rgb", "keep"})}) {
+        format_error(a.data_format), choice_error("color", a.color, {"rgb", "keep"}),
+        choice_error("normalize-in", a.normalize_in, {"batch", "decode"})}) {
     if (!mistake.empty()) return mistake;
   }
   InputConfig& config = a.config;
@@ -167,6 +172,7 @@ std::string check(PipelineArgs& a, const po::variables_map& values) {
     return "--batch, --size and --prefetch must be positive, --threads >= 0";
   config.on_error = a.on_error == "skip" ? graph::OnError::skip : graph::OnError::fail;
   config.fuse = !a.no_fuse;
+  config.normalize_in_batch = a.normalize_in == "batch";
   config.shuffle = !a.no_shuffle;
   config.epochs = a.epochs > 0 ? a.epochs : 1;
   config.autotune = a.autotune == "on";

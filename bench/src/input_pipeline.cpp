@@ -4,8 +4,10 @@
 #include <atomic>
 #include <nlohmann/json.hpp>
 #include <opencv2/core/utility.hpp>
+#include <optional>
 #include <stoke/nodes/collate.hpp>
 #include <stoke/nodes/decode_augment.hpp>
+#include <stoke/nodes/normalize.hpp>
 #include <stoke/train/json.hpp>
 #include <thread>
 
@@ -33,6 +35,8 @@ double plain_loop_images_per_sec(const nodes::DatasetPtr& dataset, const train::
   nodes::ReadSample read(input.dataset);
   nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(input.transforms, config.seed),
                               config.fuse);
+  std::optional<nodes::Normalize> normalize;  // the batch stage's, when it normalizes (Input::normalize_in_batch)
+  if (const auto& n = input.normalize_in_batch) normalize.emplace(n->mean, n->stddev, n->range);
   auto batch = input.pool.acquire();
   batch.set_size(batch.capacity());
   const auto order = input.order.indices(0);
@@ -44,7 +48,7 @@ double plain_loop_images_per_sec(const nodes::DatasetPtr& dataset, const train::
     if (i == warmup) start = Clock::now();
     try {
       nodes::Image image = decode(read(nodes::ItemRef{order[i], 0}));
-      nodes::copy_into(batch, i % config.batch_size, image, false);
+      nodes::copy_into(batch, i % config.batch_size, image, false, normalize ? &*normalize : nullptr);
       if (i >= warmup) ++done;
     } catch (const std::exception&) {
       // bad files cost what they cost in the pipeline too; they are not counted as images

@@ -1,11 +1,18 @@
 #include "stoke/nodes/collate.hpp"
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "stoke/nodes/normalize.hpp"
 
 namespace stoke::nodes {
 
@@ -146,7 +153,7 @@ void check_fits(const Image& image, const BatchShape& shape) {
   }
 }
 
-void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) {
+void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name, const Normalize* normalize) {
   const BatchShape& shape = batch.shape();
   const cv::Size frame = batch.extent();
   const cv::Size size(image.width(), image.height());
@@ -155,7 +162,9 @@ void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) 
   const bool hwc = image.layout == PixelLayout::hwc;
   const std::size_t per_pixel = (hwc ? static_cast<std::size_t>(shape.channels) : 1) * shape.element_size();
   const std::span<std::byte> item = batch.item(i);
-  if (size == frame) {
+  if (normalize != nullptr) {
+    normalize->write_planes(image, reinterpret_cast<float*>(item.data()));
+  } else if (size == frame) {
     copy_rows(image.pixels, item.data(), static_cast<std::size_t>(frame.width) * per_pixel);
   } else {
     std::fill(item.begin(), item.end(), std::byte{0});
@@ -190,12 +199,27 @@ void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name) 
     batch.names()[i].clear();
 }
 
-Collate::Collate(BatchPool pool, CollateOptions options) : pool_(std::move(pool)), options_(options) {
+Collate::Collate(BatchPool pool, CollateOptions options)
+    : pool_(std::move(pool)), options_(std::move(options)), arriving_(pool_.shape()) {
   pending_.reserve(pool_.shape().batch_size);
+  if (!options_.normalize) return;
+  if (arriving_.layout != BatchLayout::nchw || arriving_.pixel_type != ElementType::f32 || arriving_.variable_size) {
+    const std::string pools = std::string(to_string(arriving_.pixel_type)) + " " +
+                              std::string(to_string(arriving_.layout)) +
+                              (arriving_.variable_size ? " of variable size" : "");
+    throw std::invalid_argument("collate: normalizing into the batch needs fixed-size f32 NCHW batches, not " + pools);
+  }
+  const PixelNormalization& n = *options_.normalize;
+  normalize_ = std::make_shared<const Normalize>(n.mean, n.stddev, n.range);
+  arriving_.layout = BatchLayout::nhwc;
+  arriving_.pixel_type = ElementType::u8;
 }
 
 void Collate::operator()(Image image, graph::Emitter<Batch>& out) {
-  check_fits(image, pool_.shape());
+  check_fits(image, arriving_);
+  if (normalize_) {
+    if (std::string why = normalize_->refuses(image); !why.empty()) throw std::invalid_argument("normalize: " + why);
+  }
   if (!pending_.empty() && pending_.front().epoch != image.epoch) complete(out);
   pending_.push_back(std::move(image));
   if (pending_.size() == pool_.shape().batch_size) complete(out);
@@ -231,7 +255,17 @@ void Collate::complete(graph::Emitter<Batch>& out) {
     }
     batch.set_extent(largest);
   }
-  for (std::size_t i = 0; i < pending_.size(); ++i) copy_into(batch, i, pending_[i], options_.keep_names);
+  // Each item writes its own part of the slot: the copies (or normalizations) spread over the
+  // pipeline's free threads, isolated so that this stage's thread runs no other stage's task meanwhile.
+  constexpr std::size_t items_per_task = 4;
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, pending_.size(), items_per_task),
+                      [&](const tbb::blocked_range<std::size_t>& items) {
+                        for (std::size_t i = items.begin(); i < items.end(); ++i) {
+                          copy_into(batch, i, pending_[i], options_.keep_names, normalize_.get());
+                        }
+                      });
+  });
   pending_.clear();
   out.emit(std::move(batch));
 }

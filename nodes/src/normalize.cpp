@@ -114,12 +114,21 @@ std::string Normalize::refuses(const Image& image) const {
 }
 
 void Normalize::apply_impl(Image& image, ItemRng& /*rng*/) const {
+  const int channels = image.pixels.channels();
+  cv::Mat out = recycled_mat();  // a block a batched image gave back, not one faulted in afresh
+  out.create(channels * image.pixels.rows, image.pixels.cols, CV_32FC1);
+  write_planes(image, out.ptr<float>());
+  image.pixels = std::move(out);
+  image.layout = PixelLayout::chw_f32;
+  image.planes = channels;
+}
+
+void Normalize::write_planes(const Image& image, float* planes) const {
   const cv::Mat& src = image.pixels;
   const int rows = src.rows;
   const int cols = src.cols;
   const int channels = src.channels();
-  cv::Mat out = recycled_mat();  // a block a batched image gave back, not one faulted in afresh
-  out.create(channels * rows, cols, CV_32FC1);
+  cv::Mat out(channels * rows, cols, CV_32FC1, planes);  // a view of the caller's memory
   switch (src.depth()) {
     case CV_8U: {
       const auto table = [&](int c) { return tables_[tables_.size() == 1 ? 0 : static_cast<std::size_t>(c)].data(); };
@@ -162,9 +171,6 @@ void Normalize::apply_impl(Image& image, ItemRng& /*rng*/) const {
     default:
       throw std::invalid_argument("normalize: " + item_name(image) + ": cannot take " + describe_pixels(src));
   }
-  image.pixels = std::move(out);
-  image.layout = PixelLayout::chw_f32;
-  image.planes = channels;
 }
 
 }  // namespace stoke::nodes

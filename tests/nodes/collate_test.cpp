@@ -13,6 +13,7 @@
 #include <stoke/graph/pipeline.hpp>
 #include <stoke/nodes/batch_pool.hpp>
 #include <stoke/nodes/collate.hpp>
+#include <stoke/nodes/normalize.hpp>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -565,6 +566,52 @@ TEST(Collate, VariableSizeFloatPlanesEachKeepTheirFrame) {
   EXPECT_EQ(f[plane + 2], 0.0f);
   EXPECT_EQ(f[plane + 3], 0.0f);
   EXPECT_EQ(f[5], 112.0f);  // item 0, plane 0, row 1, column 2
+}
+
+// The batch stage's normalization (CollateOptions::normalize): 8-bit HWC items written into f32
+// NCHW batches give the bytes of Normalize's float images collated, in one pass.
+TEST(Collate, NormalizingIntoTheBatchGivesTheBytesOfNormalizeThenCollate) {
+  const PixelNormalization n{.mean = {0.5f, 0.25f, 0.75f}, .stddev = {0.2f, 0.3f, 0.4f}, .range = 0};
+  const BatchShape floats{
+      .batch_size = 4, .height = H, .width = W, .layout = BatchLayout::nchw, .pixel_type = ElementType::f32};
+  Collate fused(BatchPool(floats, 2), {.normalize = n});
+  Collate plain(BatchPool(floats, 2));
+  const Normalize normalize(n.mean, n.stddev, n.range);
+  std::vector<Image> raw;
+  std::vector<Image> normalized;
+  for (std::uint64_t i = 0; i < 6; ++i) {
+    raw.push_back(make_u8(i, 0, W, H, i % 2 == 1));  // every other one a view with a row stride
+    Image image = make_u8(i);
+    ItemRng rng(0, 0, i);
+    normalize(image, rng);
+    normalized.push_back(std::move(image));
+  }
+  const std::vector<Batch> got = run_collate(fused, std::move(raw));
+  const std::vector<Batch> expected = run_collate(plain, std::move(normalized));
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(expected.size(), 2u);
+  for (std::size_t b = 0; b < got.size(); ++b) {
+    ASSERT_EQ(got[b].size(), expected[b].size());
+    const auto g = got[b].f32();
+    const auto e = expected[b].f32();
+    EXPECT_TRUE(std::equal(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(got[b].size() * floats.item_bytes() / 4),
+                           e.begin()))
+        << "batch " << b;
+    for (std::size_t i = 0; i < got[b].size(); ++i) EXPECT_EQ(got[b].labels()[i], expected[b].labels()[i]);
+  }
+}
+
+TEST(Collate, NormalizingIntoTheBatchRefusesWhatItCannotWrite) {
+  const PixelNormalization n{.mean = {0.5f}, .stddev = {0.25f}, .range = 0};
+  EXPECT_THROW(Collate(BatchPool(shape4, 1), {.normalize = n}), std::invalid_argument) << "u8 NHWC batches";
+  const BatchShape floats{
+      .batch_size = 2, .height = H, .width = W, .layout = BatchLayout::nchw, .pixel_type = ElementType::f32};
+  Collate collate(BatchPool(floats, 1), {.normalize = n});
+  Collector collector;
+  graph::Emitter<Batch> out(collector);
+  EXPECT_THROW(collate(make_f32(0), out), std::invalid_argument) << "items already float";
+  EXPECT_THROW(collate(make_u8(0, 0, W + 1, H), out), std::invalid_argument) << "another size";
+  EXPECT_EQ(collate.pending(), 0u);
 }
 
 TEST(Collate, RunsAsASerialOrderedStage) {

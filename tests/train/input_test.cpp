@@ -191,6 +191,38 @@ TEST(MakeInput, ConvertOnDeviceTakesTheTrailingNormalizationOffTheHost) {
   EXPECT_EQ(without.transforms.size(), 1u);
 }
 
+// Float batches on the host: the trailing normalize of 8-bit images moves to the batch stage,
+// which writes the same bytes in one pass (InputConfig::normalize_in_batch).
+TEST(MakeInput, TheBatchStageNormalizesFloatBatchesToTheSameBytes) {
+  const TempDir dir;
+  InputConfig config;
+  config.batch_size = 3;
+  config.size = 8;
+  config.autotune = false;
+  config.threads = 2;
+  config.transforms = {"random_resized_crop size=8", "random_horizontal_flip", "normalize mean=0.5 std=0.25"};
+  const fs::path photos = photo_folder(dir, "photos", 5);
+  const auto batches_of = [&](bool in_batch) {
+    config.normalize_in_batch = in_batch;
+    const Input input = make_input(open_dataset(photos), config);
+    EXPECT_EQ(input.normalize_in_batch.has_value(), in_batch);
+    EXPECT_EQ(input.transforms.size(), in_batch ? 2u : 3u);
+    EXPECT_EQ(input.pool.shape().describe(), "3 x 8x8x3 nchw f32");
+    std::vector<std::vector<float>> out;
+    graph::Pipeline pipe(input.pipeline_options);
+    add_input(pipe, input, config).sink("keep", [&](nodes::Batch batch) {
+      const auto values = batch.f32();
+      out.emplace_back(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(batch.size() * 3 * 8 * 8));
+    });
+    pipe.run();
+    return out;
+  };
+  const auto fused = batches_of(true);
+  const auto plain = batches_of(false);
+  ASSERT_GE(fused.size(), 2u);
+  EXPECT_EQ(fused, plain);
+}
+
 TEST(OpenTrainingData, FindsTheSiblingValidationFolder) {
   const TempDir dir;
   photo_folder(dir, "data/train", 2);

@@ -1,6 +1,8 @@
 #include "stoke/train/input.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <stoke/nodes/collate.hpp>
 #include <stoke/nodes/dataset_registry.hpp>
@@ -108,7 +110,20 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
       transforms.pop_back();
     }
   }
-  const nodes::BatchShape shape = batch_shape(*dataset, config, transforms);
+  std::optional<nodes::PixelNormalization> normalize_in_batch;
+  nodes::BatchShape shape = batch_shape(*dataset, config, transforms);
+  if (!convert && config.normalize_in_batch && shape.pixel_type == nodes::ElementType::f32 && !transforms.empty()) {
+    if (auto normalize = transforms.back()->normalization()) {
+      // The batch stage normalizes 8-bit items as it writes them into the batch: one pass.
+      std::vector<nodes::TransformPtr> before(transforms.begin(), std::prev(transforms.end()));
+      const nodes::BatchShape arriving = batch_shape(*dataset, config, before);
+      if (arriving.pixel_type == nodes::ElementType::u8 && arriving.layout == nodes::BatchLayout::nhwc &&
+          !arriving.variable_size && shape.layout == nodes::BatchLayout::nchw && !shape.variable_size) {
+        transforms = std::move(before);
+        normalize_in_batch = std::move(normalize);
+      }
+    }
+  }
 
   graph::PipelineOptions options;
   options.threads = config.threads;
@@ -135,7 +150,9 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   // stages in between hold. With that many the batch stage seldom waits for a slot (the graph's
   // backpressure stops it first); when it does, it parks without a thread.
   nodes::BatchPool pool(shape, config.prefetch + 2 + config.extra_slots, config.allocator);
-  return Input{std::move(dataset), order, std::move(pool), std::move(transforms), options, convert};
+  Input input{std::move(dataset), order, std::move(pool), std::move(transforms), options, convert};
+  input.normalize_in_batch = std::move(normalize_in_batch);
+  return input;
 }
 
 namespace {
@@ -169,7 +186,9 @@ graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, c
            {.concurrency = config.read_concurrency.value_or(parallel), .on_error = config.on_error})
       .map("decode", std::move(decode),
            {.concurrency = config.decode_concurrency.value_or(parallel), .on_error = config.on_error})
-      .emit<nodes::Batch>("batch", nodes::Collate(input.pool, {.drop_last = config.drop_last}), batch_options);
+      .emit<nodes::Batch>(
+          "batch", nodes::Collate(input.pool, {.drop_last = config.drop_last, .normalize = input.normalize_in_batch}),
+          batch_options);
 }
 
 // The skip report names items by stream position; the reason usually starts with the file.

@@ -14,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "stoke/graph/emitter.hpp"
@@ -22,6 +24,7 @@
 #include "stoke/nodes/batch.hpp"
 #include "stoke/nodes/batch_pool.hpp"
 #include "stoke/nodes/image.hpp"
+#include "stoke/nodes/transform.hpp"
 
 namespace stoke::nodes {
 
@@ -46,17 +49,27 @@ BatchShape shape_of(const Image& image, std::size_t batch_size);
 /// names the item (Image::name, else its index).
 void check_fits(const Image& image, const BatchShape& shape);
 
+class Normalize;
+
 /// Copies `image` into item `i` of `batch` (i < batch.size()): its pixels (row by row, or plane
 /// by plane for chw_f32, so ROIs work), mask, targets, boxes (padded), label, index and, with
-/// `keep_name`, name.
-/// Precondition: check_fits(image, batch.shape()).
-void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name = true);
+/// `keep_name`, name. With `normalize`, the pixels (HWC, the batch's size) are written through it
+/// into the item's float planes instead of copied (Normalize::write_planes).
+/// Precondition: check_fits(image, batch.shape()), or with `normalize` check_fits against the
+/// batch's shape in HWC of the image's pixel type.
+void copy_into(Batch& batch, std::size_t i, const Image& image, bool keep_name = true,
+               const Normalize* normalize = nullptr);
 
 struct CollateOptions {
   /// Drop a partial batch (the end of an epoch) instead of emitting it.
   bool drop_last = false;
   /// Copy each item's name into Batch::names() (apps that report per-item results need them).
   bool keep_names = true;
+  /// The items' final normalization, applied as they are copied into the batch: one pass from
+  /// decoded pixels to the batch's floats instead of a float image written by the decode threads
+  /// and copied again. The items then arrive as 8-bit HWC images (a normalize transform's input)
+  /// and the pool holds fixed-size f32 NCHW batches.
+  std::optional<PixelNormalization> normalize{};
 };
 
 /// An emit-stage body for stoke::graph: Image in, Batch out (see the example above).
@@ -73,12 +86,17 @@ struct CollateOptions {
 /// - Batches do not span epochs: an item of a new epoch completes the previous epoch's partial
 ///   batch first (emitted, or dropped with drop_last), as a per-epoch DataLoader would.
 /// - flush() (called by the stage after the last input) emits the final partial batch.
+/// - A complete batch's items are copied by as many of the pipeline's threads as are free (each
+///   writes its own part of the slot), so the one serial stage does not cap what the decode
+///   threads make.
 ///
 /// Not thread-safe: one call at a time, which a serial stage guarantees. It must be the pool's
 /// only taker within the pipeline: another stage taking slots of the same pool could leave it
 /// waiting in acquire() (on a thread) after ready() said yes.
 class Collate {
  public:
+  /// Throws std::invalid_argument when options.normalize is given and the pool's batches are not
+  /// fixed-size f32 NCHW.
   explicit Collate(BatchPool pool, CollateOptions options = {});
 
   /// Adds one item; emits a batch when it completes one.
@@ -107,6 +125,8 @@ class Collate {
 
   BatchPool pool_;
   CollateOptions options_;
+  std::shared_ptr<const Normalize> normalize_;  // options.normalize's transform, or null
+  BatchShape arriving_;                         // the shape the items are checked against
   std::vector<Image> pending_;
 };
 

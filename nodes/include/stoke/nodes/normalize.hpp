@@ -55,6 +55,12 @@ class Normalize final : public Transform {
   /// The range used for pixels of OpenCV depth `cv_depth`: range(), or that type's full scale.
   float range_for(int cv_depth) const noexcept;
 
+  /// apply()'s arithmetic into memory of the caller's: `image` (HWC, which refuses() accepts)
+  /// normalized as C planes of H x W floats at `planes` (C * H * W floats, contiguous), e.g. an
+  /// item of a batch (Collate's one pass from decoded pixels to the batch). Throws
+  /// std::invalid_argument naming the image for a pixel type it cannot take.
+  void write_planes(const Image& image, float* planes) const;
+
  protected:
   void apply_impl(Image& image, ItemRng& rng) const override;
 

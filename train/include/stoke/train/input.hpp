@@ -74,6 +74,11 @@ struct InputConfig {
   gpu::DType convert_dtype = gpu::DType::f32;
   gpu::TensorLayout convert_layout = gpu::TensorLayout::nchw;
   bool fuse = true;           ///< let the first transform's crop be done by the JPEG decoder
+  /// Float batches on the host: a trailing normalize of 8-bit images is done by the batch stage as
+  /// it writes each item into its batch (Input::normalize_in_batch), one pass from the decoded
+  /// pixels to the batch's floats; the same bytes as the decode threads normalizing and the batch
+  /// stage copying, which is what false does.
+  bool normalize_in_batch = true;
   int threads = 0;            ///< parallel stages' concurrency (0: one per core)
   std::size_t in_flight = 0;  ///< items in flight (0: 4 batches' worth, at least 256)
   /// Let stoke::graph's scheduler move the read and decode stages' concurrency within [1, max]
@@ -143,6 +148,9 @@ struct Input {
   /// With InputConfig::convert_on_device, what the compute stage does to the uint8 batches: the
   /// trailing normalize's mean and stddev, or (without one) mean 0 and stddev 1, a plain 0..1 scale.
   std::optional<gpu::ConvertOptions> convert{};
+  /// With InputConfig::normalize_in_batch and float batches from 8-bit images: the trailing
+  /// normalize, taken off `transforms`, that the batch stage applies (nodes::CollateOptions).
+  std::optional<nodes::PixelNormalization> normalize_in_batch{};
 };
 
 /// The shape of the batches `config` makes of `dataset` through `transforms` (make_transforms'
