@@ -21,42 +21,13 @@
 #include <thread>
 #include <vector>
 
+#include "range_server.hpp"
+
 namespace stoke::remote {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// range_server.py over `folder`, on a port of its own; killed at the end.
-class RangeServer {
- public:
-  explicit RangeServer(const fs::path& folder) {
-    int out[2];
-    if (::pipe(out) != 0) throw std::runtime_error("pipe");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::execl(STOKE_TEST_PYTHON, STOKE_TEST_PYTHON, STOKE_TEST_RANGE_SERVER, folder.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    FILE* port_line = ::fdopen(out[0], "r");
-    if (std::fscanf(port_line, "%d", &port_) != 1) throw std::runtime_error("range_server.py did not start");
-    std::fclose(port_line);
-  }
-  ~RangeServer() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  RemoteUrl url(const std::string& path) const {
-    return RemoteUrl::parse("http://127.0.0.1:" + std::to_string(port_) + path, S3Credentials{});
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 std::vector<std::byte> random_bytes(std::size_t n) {
   std::mt19937 rng(7);

@@ -1,0 +1,330 @@
+#include "stoke/remote/shard_cache.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace stoke::remote {
+
+namespace fs = std::filesystem;
+
+struct ShardCache::Record {
+  enum class Status { downloading, ready };
+  std::string name;
+  fs::path path;
+  std::uint64_t bytes = 0;  // reserved while downloading
+  Status status = Status::downloading;
+  bool checked = false;  // its size compared with the object's in this process
+  int users = 0;         // Entries alive
+  std::uint64_t last_use = 0;
+};
+
+struct ShardCache::State {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::string, std::shared_ptr<Record>> records;  // by file name
+  std::uint64_t clock = 0;
+  std::uint64_t budget = 0;
+  ShardCacheStats stats;
+
+  void hold(std::uint64_t bytes) {
+    stats.bytes_held += bytes;
+    stats.peak_bytes_held = std::max(stats.peak_bytes_held, stats.bytes_held);
+  }
+  // Removes `record`'s file and forgets it (the caller holds the lock).
+  void drop(const std::shared_ptr<Record>& record) {
+    std::error_code ignored;
+    fs::remove(record->path, ignored);
+    stats.bytes_held -= record->bytes;
+    records.erase(record->name);
+  }
+  // Removes least recently used files nobody holds until `bytes` more fit; false when they cannot.
+  bool make_room(std::uint64_t bytes) {
+    if (bytes > budget) return false;
+    while (stats.bytes_held + bytes > budget) {
+      std::shared_ptr<Record> oldest;
+      for (const auto& [name, r] : records) {
+        if (r->status == Record::Status::ready && r->users == 0 && (!oldest || r->last_use < oldest->last_use)) {
+          oldest = r;
+        }
+      }
+      if (!oldest) return false;
+      drop(oldest);
+      ++stats.evictions;
+    }
+    return true;
+  }
+  std::string held_by_users() const {
+    std::uint64_t bytes = 0;
+    std::size_t count = 0;
+    for (const auto& [name, r] : records) {
+      if (r->users > 0 || r->status == Record::Status::downloading) {
+        bytes += r->bytes;
+        ++count;
+      }
+    }
+    return std::to_string(bytes) + " bytes are held by " + std::to_string(count) + " shard" + (count == 1 ? "" : "s") +
+           " in use or on the way";
+  }
+};
+
+namespace {
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+constexpr std::string_view part_suffix = ".part";
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// ---- Entry
+
+ShardCache::Entry::Entry(std::shared_ptr<State> state, std::shared_ptr<Record> record)
+    : state_(std::move(state)), record_(std::move(record)) {}
+
+ShardCache::Entry& ShardCache::Entry::operator=(Entry&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+    record_ = std::move(other.record_);
+  }
+  return *this;
+}
+
+ShardCache::Entry::~Entry() { release(); }
+
+void ShardCache::Entry::release() noexcept {
+  if (!record_) return;
+  {
+    const std::lock_guard lock(state_->mutex);
+    --record_->users;
+  }
+  state_->changed.notify_all();
+  record_.reset();
+  state_.reset();
+}
+
+const fs::path& ShardCache::Entry::path() const {
+  if (!record_) throw std::logic_error("ShardCache::Entry::path: an empty entry");
+  return record_->path;
+}
+
+std::uint64_t ShardCache::Entry::bytes() const { return record_ ? record_->bytes : 0; }
+
+// ---- ShardCache
+
+ShardCache::ShardCache(ShardCacheOptions options, std::shared_ptr<HttpClient> client)
+    : options_(std::move(options)), client_(std::move(client)), state_(std::make_shared<State>()) {
+  if (options_.folder.empty()) throw std::invalid_argument("remote shard cache: no folder given");
+  if (options_.budget_bytes == 0) {
+    throw std::invalid_argument("remote shard cache: a budget of 0 bytes keeps nothing (stream the shards instead)");
+  }
+  if (!client_) throw std::invalid_argument("remote shard cache: no HTTP client");
+  if (options_.chunk_bytes == 0) options_.chunk_bytes = ShardCacheOptions{}.chunk_bytes;
+  state_->budget = options_.budget_bytes;
+  adopt_folder();
+}
+
+ShardCache::~ShardCache() = default;
+
+std::string ShardCache::file_name(const RemoteUrl& url) {
+  std::string_view text = url.text();
+  text = text.substr(0, text.find_first_of("?#"));
+  std::string last(text.substr(text.find_last_of('/') + 1));
+  for (char& c : last) {
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    if (!plain) c = '_';
+  }
+  if (last.empty() || last.ends_with(part_suffix)) last += ".object";
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a(url.text())));
+  return std::string(hash) + "-" + last;
+}
+
+void ShardCache::adopt_folder() {
+  std::error_code error;
+  fs::create_directories(options_.folder, error);
+  if (error) {
+    throw std::runtime_error("remote shard cache: cannot make the folder " + options_.folder.string() + ": " +
+                             error.message());
+  }
+  std::vector<std::pair<fs::file_time_type, std::shared_ptr<Record>>> found;
+  for (const fs::directory_entry& file : fs::directory_iterator(options_.folder, error)) {
+    if (!file.is_regular_file()) continue;
+    const std::string name = file.path().filename().string();
+    if (name.ends_with(part_suffix)) {  // a download a killed run left half done
+      fs::remove(file.path(), error);
+      continue;
+    }
+    auto record = std::make_shared<Record>(
+        Record{.name = name, .path = file.path(), .bytes = file.file_size(), .status = Record::Status::ready});
+    found.emplace_back(file.last_write_time(), std::move(record));
+  }
+  if (error) {
+    throw std::runtime_error("remote shard cache: cannot read the folder " + options_.folder.string() + ": " +
+                             error.message());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::lock_guard lock(state_->mutex);
+  for (auto& [time, record] : found) {
+    record->last_use = ++state_->clock;
+    state_->hold(record->bytes);
+    state_->records.emplace(record->name, std::move(record));
+  }
+  state_->make_room(0);  // a smaller budget than the last run's
+}
+
+ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name = file_name(url);
+  State& s = *state_;
+  std::unique_lock lock(s.mutex);
+  for (;;) {
+    const auto found = s.records.find(name);
+    if (found == s.records.end()) break;
+    const std::shared_ptr<Record> record = found->second;
+    if (record->status == Record::Status::downloading) {  // another thread's download
+      s.changed.wait(lock);
+      continue;
+    }
+    ++record->users;  // held: not removed while its size is checked
+    if (!record->checked) {
+      lock.unlock();
+      std::uint64_t bytes = 0;
+      try {
+        bytes = client_->size(url);
+      } catch (...) {
+        lock.lock();
+        --record->users;
+        throw;
+      }
+      lock.lock();
+      record->checked = true;
+      if (bytes != record->bytes) {  // the object changed since it was cached: fetch it again
+        --record->users;
+        if (record->users == 0 && s.records.count(name) != 0) s.drop(record);
+        continue;
+      }
+    }
+    record->last_use = ++s.clock;
+    ++s.stats.hits;
+    std::error_code ignored;
+    fs::last_write_time(record->path, fs::file_time_type::clock::now(), ignored);  // LRU across runs
+    return Entry(state_, record);
+  }
+
+  // Not here: this thread downloads it; others asking meanwhile wait for it.
+  auto record = std::make_shared<Record>(Record{.name = name, .path = options_.folder / name});
+  s.records.emplace(name, record);
+  const auto forget = [&] {
+    s.records.erase(name);
+    s.stats.bytes_held -= record->bytes;
+    s.changed.notify_all();
+  };
+  lock.unlock();
+  std::uint64_t bytes = 0;
+  try {
+    bytes = client_->size(url);
+  } catch (...) {
+    lock.lock();
+    forget();
+    throw;
+  }
+  lock.lock();
+  if (!s.make_room(bytes)) {
+    forget();
+    throw std::runtime_error("remote shard cache: no room for " + url.text() + " (" + std::to_string(bytes) +
+                             " bytes) within the budget of " + std::to_string(s.budget) + " bytes in " +
+                             options_.folder.string() + ": " + s.held_by_users() +
+                             "; raise the cache's budget, or read fewer shards at once");
+  }
+  record->bytes = bytes;
+  s.hold(bytes);
+  lock.unlock();
+  try {
+    download(url, *record);
+  } catch (...) {
+    lock.lock();
+    forget();
+    throw;
+  }
+  lock.lock();
+  record->status = Record::Status::ready;
+  record->checked = true;
+  record->users = 1;
+  record->last_use = ++s.clock;
+  ++s.stats.misses;
+  s.stats.bytes_downloaded += bytes;
+  s.stats.seconds_downloading += seconds_since(start);
+  s.changed.notify_all();
+  return Entry(state_, record);
+}
+
+void ShardCache::download(const RemoteUrl& url, Record& record) {
+  const fs::path part = record.path.string() + std::string(part_suffix);
+  std::FILE* file = std::fopen(part.c_str(), "wb");
+  if (file == nullptr) {
+    throw std::runtime_error("remote shard cache: cannot write " + part.string() + ": " +
+                             std::error_code(errno, std::generic_category()).message());
+  }
+  const auto fail = [&](const std::string& what) {
+    std::fclose(file);
+    std::error_code ignored;
+    fs::remove(part, ignored);
+    throw std::runtime_error("remote shard cache: " + what + " " + part.string() + ": " +
+                             std::error_code(errno, std::generic_category()).message());
+  };
+  std::vector<std::byte> chunk(static_cast<std::size_t>(std::min<std::uint64_t>(options_.chunk_bytes, record.bytes)));
+  try {
+    for (std::uint64_t offset = 0; offset < record.bytes; offset += chunk.size()) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), record.bytes - offset));
+      client_->read_into(url, offset, std::span(chunk).first(n));
+      if (std::fwrite(chunk.data(), 1, n, file) != n) fail("cannot write");
+    }
+  } catch (const FetchError&) {
+    std::fclose(file);
+    std::error_code ignored;
+    fs::remove(part, ignored);
+    throw;
+  }
+  // On the disk before the name says it is complete: a crash then leaves the .part, never half a shard.
+  if (std::fflush(file) != 0 || ::fsync(::fileno(file)) != 0) fail("cannot write");
+  if (std::fclose(file) != 0) {
+    std::error_code ignored;
+    fs::remove(part, ignored);
+    throw std::runtime_error("remote shard cache: cannot write " + part.string());
+  }
+  std::error_code error;
+  fs::rename(part, record.path, error);
+  if (error) {
+    fs::remove(part, error);
+    throw std::runtime_error("remote shard cache: cannot rename " + part.string() + " into place: " + error.message());
+  }
+}
+
+ShardCacheStats ShardCache::stats() const {
+  const std::lock_guard lock(state_->mutex);
+  return state_->stats;
+}
+
+}  // namespace stoke::remote
