@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <stoke/remote/url.hpp>
 #include <string_view>
 
 #include "stoke/nodes/cifar.hpp"
@@ -88,6 +89,9 @@ DatasetEntry tar_entry() {
           .takes = DataPath::any,
           .recognise =
               [](const fs::path& path, fs::file_status status) {
+                if (remote::RemoteUrl::is_remote(path.native())) {
+                  return is_tar_shard_name(path) || is_shard_pattern(path);
+                }
                 if (!fs::exists(status)) return is_shard_pattern(path);
                 if (folder(status)) return looks_like_tar_shards(path);
                 return is_tar_shard_name(path) || has_tar_magic(path);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <stdexcept>
+#include <stoke/remote/url.hpp>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,11 @@ std::vector<fs::path> expand_shard_pattern(std::string_view pattern) {
     if (!has_wildcard(path)) {
       paths.insert(path);
       continue;
+    }
+    if (remote::RemoteUrl::is_remote(path)) {
+      throw std::invalid_argument("shard pattern '" + remote::redact(pattern) +
+                                  "': wildcards need a file system to match against; name remote shards with braces, "
+                                  "e.g. https://host/train-{000000..000099}.tar");
     }
     glob_t found{};
     const int status = ::glob(path.c_str(), 0, nullptr, &found);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <stoke/remote/url.hpp>
 #include <system_error>
 #include <utility>
 
@@ -305,6 +306,11 @@ std::vector<std::byte> serialize(const TarIndex& index) {
   return out;
 }
 
+std::optional<TarIndex> parse_index_of_size(std::span<const std::byte> bytes, std::uint64_t size) {
+  if (bytes.size() < tar_index_header_size) return std::nullopt;
+  return parse_index(bytes, size, static_cast<std::int64_t>(get_u64(bytes.data() + 24)));
+}
+
 std::optional<TarIndex> load_index(const fs::path& file, std::uint64_t size, std::int64_t mtime_ns) {
   std::error_code error;
   if (!fs::is_regular_file(file, error)) return std::nullopt;
@@ -325,10 +331,13 @@ std::string write_atomically(const fs::path& file, std::span<const std::byte> by
 }
 
 fs::path cached_index_name(const fs::path& shard) {
-  std::error_code error;
-  fs::path absolute = fs::absolute(shard, error);
-  if (error) absolute = shard;
-  const std::string text = absolute.lexically_normal().string();
+  std::string text = shard.string();  // a URL as it is
+  if (!remote::RemoteUrl::is_remote(text)) {
+    std::error_code error;
+    fs::path absolute = fs::absolute(shard, error);
+    if (error) absolute = shard;
+    text = absolute.lexically_normal().string();
+  }
   char hash[20];
   std::snprintf(hash, sizeof hash, "%016llx",
                 static_cast<unsigned long long>(fnv1a(std::as_bytes(std::span(text.data(), text.size())))));

@@ -72,10 +72,14 @@ std::vector<std::byte> serialize(const TarIndex& index);
 /// The index in `file` when it is a valid index of a shard of `size` bytes modified at
 /// `mtime_ns`; nothing when it is missing, unreadable, stale or damaged (the caller rebuilds it).
 std::optional<TarIndex> load_index(const std::filesystem::path& file, std::uint64_t size, std::int64_t mtime_ns);
+/// The index in `bytes` when it is a valid index of a shard of `size` bytes, whatever modification
+/// time it was made at (a remote shard's index, fetched beside it: objects have no mtime to match).
+std::optional<TarIndex> parse_index_of_size(std::span<const std::byte> bytes, std::uint64_t size);
 /// Writes `bytes` to `file` atomically. Returns "" on success, else why not. No fsync: the index
 /// is a cache; one cut short by a crash fails its checksum and is rebuilt.
 std::string write_atomically(const std::filesystem::path& file, std::span<const std::byte> bytes);
-/// The index file's name in a cache folder: a hash of the shard's absolute path, then its name.
+/// The index file's name in a cache folder: a hash of the shard's absolute path (a URL's text as it
+/// is), then its name.
 std::filesystem::path cached_index_name(const std::filesystem::path& shard);
 
 }  // namespace stoke::nodes::detail

@@ -2,14 +2,19 @@
 // samples grouped by key, read in place from the mapped shards.
 #include "stoke/nodes/tar_shards.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
+#include <stoke/remote/http_client.hpp>
+#include <stoke/remote/url.hpp>
 #include <system_error>
 #include <utility>
 
@@ -97,6 +102,10 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
   if (shards.empty()) throw std::invalid_argument("TarShards: no shard given");
   std::vector<fs::path> files;
   for (const fs::path& path : shards) {
+    if (remote::RemoteUrl::is_remote(path.native())) {  // http(s):// or s3://: read over the network
+      files.push_back(path);
+      continue;
+    }
     std::error_code error;
     const fs::file_status status = fs::status(path, error);
     if (status.type() == fs::file_type::not_found) {
@@ -117,7 +126,13 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
   if (files.size() >= no_field) throw std::runtime_error("TarShards: too many shards");
 
   std::map<std::string, std::string> unused_first;
-  for (const fs::path& file : files) add_shard(file, options, unused_first);
+  for (const fs::path& file : files) {
+    if (remote::RemoteUrl::is_remote(file.native())) {
+      add_remote_shard(file.native(), options, unused_first);
+    } else {
+      add_shard(file, options, unused_first);
+    }
+  }
 
   for (const auto& [field, count] : unused_fields_) {
     ignored_.push_back({unused_first[field], "field '" + field + "' is not read (" + std::to_string(count) +
@@ -208,9 +223,116 @@ void TarShards::add_shard(const fs::path& path, const TarShardsOptions& options,
   info.first = items_.size();
   maps_.push_back(std::move(map));
   files_.push_back({after->device, after->inode});
+  urls_.push_back(nullptr);
   shards_.push_back(std::move(info));
   add_samples(*index, shard, options, unused_first);
   shards_.back().samples = items_.size() - shards_.back().first;
+}
+
+namespace {
+
+// The last segment of a URL's path ("train-000000.tar"), without its query.
+std::string last_segment(const std::string& text) {
+  const std::string_view path = std::string_view(text).substr(0, text.find_first_of("?#"));
+  return std::string(path.substr(path.find_last_of('/') + 1));
+}
+
+// A file in the temporary folder, removed with the object.
+class TemporaryFile {
+ public:
+  TemporaryFile() {
+    std::string name = (fs::temp_directory_path() / "stoke-shard-XXXXXX").string();
+    fd_ = ::mkstemp(name.data());
+    if (fd_ < 0) {
+      throw std::runtime_error("TarShards: cannot make a temporary file in " + fs::temp_directory_path().string() +
+                               ": " + std::strerror(errno));
+    }
+    path_ = name;
+  }
+  ~TemporaryFile() {
+    ::close(fd_);
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+
+  const fs::path& path() const noexcept { return path_; }
+  void write(std::span<const std::byte> bytes) const {
+    while (!bytes.empty()) {
+      const ssize_t written = ::write(fd_, bytes.data(), bytes.size());
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) {
+        throw std::runtime_error("TarShards: cannot write " + path_.string() + ": " + std::strerror(errno));
+      }
+      bytes = bytes.subspan(static_cast<std::size_t>(written));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  fs::path path_;
+};
+
+}  // namespace
+
+void TarShards::add_remote_shard(const std::string& text, const TarShardsOptions& options,
+                                 std::map<std::string, std::string>& unused_first) {
+  if (!client_) client_ = std::make_shared<remote::HttpClient>();
+  auto url = std::make_shared<const remote::RemoteUrl>(remote::RemoteUrl::parse(text));
+  TarShardInfo info;
+  info.path = url->text();           // without credentials
+  info.bytes = client_->size(*url);  // a 404 or a 403 names the URL
+  const TarIndex index = remote_index(*url, info.bytes, options, info);
+  const auto shard = static_cast<std::uint32_t>(shards_.size());
+  info.first = items_.size();
+  maps_.push_back(nullptr);
+  files_.push_back({0, 0});
+  urls_.push_back(std::move(url));
+  shards_.push_back(std::move(info));
+  add_samples(index, shard, options, unused_first);
+  shards_.back().samples = items_.size() - shards_.back().first;
+}
+
+TarIndex TarShards::remote_index(const remote::RemoteUrl& url, std::uint64_t size, const TarShardsOptions& options,
+                                 TarShardInfo& info) {
+  const std::string name = url.text();
+  // Beside it on the server (written there by a TarShards that read the shard locally), checked by
+  // its size: an object has no modification time to match.
+  const remote::RemoteUrl beside = url.sibling(last_segment(name) + ".stoke-idx");
+  try {
+    if (auto index = detail::parse_index_of_size(client_->read(beside, 0, client_->size(beside)), size)) {
+      info.index = beside.text();
+      info.source = TarIndexSource::loaded;
+      return std::move(*index);
+    }
+  } catch (const remote::FetchError& error) {
+    if (error.status() != 404 && error.status() != 403) throw;  // none there: made below
+  }
+  // This machine's cache of indexes, then one download of the shard, indexed as a local one.
+  const fs::path folder = options.index_dir.empty() ? options.fallback_index_dir : options.index_dir;
+  const fs::path place = folder.empty() ? fs::path() : folder / cached_index_name(fs::path(name));
+  if (!place.empty()) {
+    if (auto index = load_index(place, size, 0)) {
+      info.index = place;
+      info.source = TarIndexSource::loaded;
+      return std::move(*index);
+    }
+  }
+  const TemporaryFile file;
+  client_->read_chunks(url, size, std::size_t{8} << 20, [&](std::span<const std::byte> chunk) { file.write(chunk); });
+  const detail::MappedFile map(file.path());
+  TarIndex index{size, 0, index_tar(map.bytes(), name)};
+  info.source = TarIndexSource::memory;
+  if (options.write_index && !place.empty()) {
+    std::error_code dir_error;
+    fs::create_directories(place.parent_path(), dir_error);
+    if (write_atomically(place, serialize(index)).empty()) {
+      info.index = place;
+      info.source = TarIndexSource::written;
+    }
+  }
+  return index;
 }
 
 std::uint32_t TarShards::field_id(std::string_view field) {
@@ -345,11 +467,24 @@ std::string TarShards::name(std::size_t i) const {
 }
 
 Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_view field) const {
-  const detail::MappedFile& map = *maps_[it.shard];
   const auto member_name = [&]() {
     return str(shards_[it.shard].path) + "#" + std::string(keys_.substr(it.key_offset, it.key_size)) + "." +
            std::string(field);
   };
+  if (const std::shared_ptr<const remote::RemoteUrl>& url = urls_[it.shard]) {
+    const std::uint64_t bytes = shards_[it.shard].bytes;
+    if (member.offset > bytes || member.size > bytes - member.offset) {
+      throw std::runtime_error(member_name() + ": its bytes lie outside the shard (corrupt index)");
+    }
+    std::vector<std::byte> data(static_cast<std::size_t>(member.size));
+    try {
+      client_->read_into(*url, member.offset, data);  // one range request
+    } catch (const remote::FetchError& error) {
+      throw std::runtime_error(member_name() + ": " + error.what());
+    }
+    return Bytes(std::move(data));
+  }
+  const detail::MappedFile& map = *maps_[it.shard];
   if (member.offset > map.size() || member.size > map.size() - member.offset) {
     throw std::runtime_error(member_name() + ": its bytes lie outside the shard (corrupt index)");
   }

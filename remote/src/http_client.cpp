@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -274,6 +275,17 @@ std::vector<std::byte> HttpClient::read(const RemoteUrl& url, std::uint64_t offs
   std::vector<std::byte> out(length);
   read_into(url, offset, out);
   return out;
+}
+
+void HttpClient::read_chunks(const RemoteUrl& url, std::uint64_t size, std::size_t chunk_bytes,
+                             const std::function<void(std::span<const std::byte>)>& sink) {
+  std::vector<std::byte> chunk(
+      static_cast<std::size_t>(std::min<std::uint64_t>(size, std::max<std::size_t>(chunk_bytes, 1))));
+  for (std::uint64_t offset = 0; offset < size; offset += chunk.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), size - offset));
+    read_into(url, offset, std::span(chunk).first(n));
+    sink(std::span<const std::byte>(chunk).first(n));
+  }
 }
 
 FetchStats HttpClient::stats() const {

@@ -294,13 +294,10 @@ void ShardCache::download(const RemoteUrl& url, Record& record) {
     throw std::runtime_error("remote shard cache: " + what + " " + part.string() + ": " +
                              std::error_code(errno, std::generic_category()).message());
   };
-  std::vector<std::byte> chunk(static_cast<std::size_t>(std::min<std::uint64_t>(options_.chunk_bytes, record.bytes)));
   try {
-    for (std::uint64_t offset = 0; offset < record.bytes; offset += chunk.size()) {
-      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), record.bytes - offset));
-      client_->read_into(url, offset, std::span(chunk).first(n));
-      if (std::fwrite(chunk.data(), 1, n, file) != n) fail("cannot write");
-    }
+    client_->read_chunks(url, record.bytes, options_.chunk_bytes, [&](std::span<const std::byte> chunk) {
+      if (std::fwrite(chunk.data(), 1, chunk.size(), file) != chunk.size()) fail("cannot write");
+    });
   } catch (const FetchError&) {
     std::fclose(file);
     std::error_code ignored;

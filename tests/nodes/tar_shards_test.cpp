@@ -17,9 +17,11 @@
 #include <string_view>
 #include <vector>
 
+#include "../remote/range_server.hpp"
 #include "dataset_test_support.hpp"
 #include "stoke/graph/pipeline.hpp"
 #include "stoke/nodes/dataset.hpp"
+#include "stoke/nodes/dataset_registry.hpp"
 #include "stoke/nodes/decode.hpp"
 #include "stoke/nodes/image_folder.hpp"
 
@@ -503,6 +505,78 @@ TEST(TarShards, AShardGivenTwiceOrMissingIsAnError) {
 }
 
 // ---- patterns --------------------------------------------------------------------------------
+
+// ---- remote shards: range_server.py on the loopback interface serves a folder of shards
+
+class RemoteTarShards : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_tar(dir_ / "served" / "a.tar", labelled_samples(4, 0));
+    write_tar(dir_ / "served" / "b.tar", labelled_samples(3, 4));
+    server_ = std::make_unique<remote::RangeServer>(dir_ / "served");
+  }
+  fs::path url(const std::string& name) const { return fs::path(server_->url("/files/" + name).text()); }
+  TarShardsOptions index_in(const std::string& folder) const {
+    TarShardsOptions options;
+    options.index_dir = dir_ / folder;
+    return options;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<remote::RangeServer> server_;
+};
+
+TEST_F(RemoteTarShards, GiveTheSameSamplesAsTheSameShardsOnDisk) {
+  // The local open keeps its index files elsewhere, so the server has none beside the shards.
+  const TarShards local({dir_ / "served" / "a.tar", dir_ / "served" / "b.tar"}, index_in("local-index"));
+  const TarShards remote({url("b.tar"), url("a.tar")}, index_in("remote-index"));
+  ASSERT_EQ(remote.size(), local.size());
+  EXPECT_EQ(keys(remote), keys(local));
+  for (std::size_t i = 0; i < remote.size(); ++i) {
+    EXPECT_EQ(remote.label(i), local.label(i)) << i;
+    EXPECT_EQ(test::to_vector(remote.read(i).bytes), test::to_vector(local.read(i).bytes)) << i;
+  }
+  EXPECT_EQ(remote.name(0), url("a.tar").string() + "#s0");
+  ASSERT_EQ(remote.shards().size(), 2u);
+  EXPECT_EQ(remote.shards()[0].source, TarIndexSource::written) << "indexed from one download, kept locally";
+  EXPECT_EQ(remote.shards()[1].bytes, fs::file_size(dir_ / "served" / "b.tar"));
+  const TarShards again({url("a.tar"), url("b.tar")}, index_in("remote-index"));
+  EXPECT_EQ(again.shards()[0].source, TarIndexSource::loaded) << "the second open downloads nothing";
+  EXPECT_EQ(again.shards()[0].index.parent_path(), dir_ / "remote-index");
+}
+
+TEST_F(RemoteTarShards, TheIndexBesideTheShardOnTheServerIsTaken) {
+  (void)TarShards(dir_ / "served" / "a.tar", no_fallback());  // writes served/a.tar.stoke-idx
+  ASSERT_TRUE(fs::exists(dir_ / "served" / "a.tar.stoke-idx"));
+  const TarShards remote(std::vector<fs::path>{url("a.tar")}, index_in("unused"));
+  EXPECT_EQ(remote.shards()[0].source, TarIndexSource::loaded);
+  EXPECT_EQ(remote.shards()[0].index, url("a.tar.stoke-idx"));
+  EXPECT_FALSE(fs::exists(dir_ / "unused")) << "no download, no local index";
+  EXPECT_EQ(test::to_vector(remote.read(3).bytes), test::small_jpeg(3));
+}
+
+TEST_F(RemoteTarShards, AMissingShardAndAShardCutOnTheServerAreNamed) {
+  const std::string missing = test::error_message([&] { TarShards(std::vector<fs::path>{url("missing.tar")}); });
+  EXPECT_THAT(missing, HasSubstr(url("missing.tar").string()));
+  EXPECT_THAT(missing, HasSubstr("404"));
+
+  const TarShards remote({url("a.tar"), url("b.tar")}, index_in("index"));
+  const fs::path b = dir_ / "served" / "b.tar";
+  fs::resize_file(b, find_in_file(b, test::small_jpeg(6)) + 10);
+  EXPECT_EQ(test::to_vector(remote.read(4).bytes), test::small_jpeg(4));
+  const std::string cut = test::error_message([&] { remote.read(6); });
+  EXPECT_THAT(cut, HasSubstr(url("b.tar").string() + "#s6.jpg: "));
+}
+
+TEST_F(RemoteTarShards, TheRegistryOpensAUrlAndABracePatternOfUrls) {
+  const std::string base = server_->url("/files/").text();
+  const DatasetPtr one = DatasetRegistry::builtin().open(url("a.tar"));
+  EXPECT_EQ(one->size(), 4u);
+  const DatasetPtr both = DatasetRegistry::builtin().open(fs::path(base + "{a,b}.tar"));
+  EXPECT_EQ(both->size(), 7u);
+  const std::string wildcard = test::error_message([&] { (void)expand_shard_pattern(base + "*.tar"); });
+  EXPECT_THAT(wildcard, HasSubstr("name remote shards with braces"));
+}
 
 TEST(ExpandShardPattern, ExpandsBraceRangesListsAndWildcards) {
   EXPECT_EQ(

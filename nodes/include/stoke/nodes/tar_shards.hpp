@@ -54,6 +54,11 @@
 #include "stoke/nodes/image_folder.hpp"
 #include "stoke/nodes/packed.hpp"
 
+namespace stoke::remote {
+class HttpClient;
+class RemoteUrl;
+}  // namespace stoke::remote
+
 namespace stoke::nodes {
 
 namespace detail {
@@ -116,8 +121,9 @@ enum class TarIndexSource : std::uint8_t {
 
 /// One shard of a TarShards dataset.
 struct TarShardInfo {
-  std::filesystem::path path;
-  std::filesystem::path index;  ///< the index file read or written; empty when in memory only
+  std::filesystem::path path;  ///< its path, or its URL (without credentials)
+  /// The index file read or written (a URL when taken from the server); empty when in memory only.
+  std::filesystem::path index;
   TarIndexSource source = TarIndexSource::memory;
   std::size_t first = 0;    ///< the dataset index of its first sample
   std::size_t samples = 0;  ///< samples taken from it
@@ -166,6 +172,13 @@ class TarShards final : public Dataset {
   /// shard: when one does not exist or cannot be read, is compressed ("use uncompressed shards"),
   /// is not a tar file, when a folder has no .tar file, when a shard is given twice, or when no
   /// shard yields a sample (with the first reasons from ignored()).
+  ///
+  /// A shard may be a URL (http://, https://, s3://bucket/key; remote::RemoteUrl): its index is
+  /// the "X.tar.stoke-idx" beside it on the server when one is there and fits the shard's size,
+  /// else the one in index_dir (else fallback_index_dir) made by an earlier open, else built from
+  /// one download of the shard into a temporary file and written there; read() then takes each
+  /// member with one range request (a read that fails names the member and the URL). A missing or
+  /// forbidden shard throws remote::FetchError naming the URL.
   explicit TarShards(std::vector<std::filesystem::path> shards, TarShardsOptions options = {});
   /// One shard, or a folder of shards.
   explicit TarShards(const std::filesystem::path& shard_or_folder, TarShardsOptions options = {});
@@ -210,6 +223,12 @@ class TarShards final : public Dataset {
   };
   void add_shard(const std::filesystem::path& path, const TarShardsOptions& options,
                  std::map<std::string, std::string>& unused_first);
+  void add_remote_shard(const std::string& url, const TarShardsOptions& options,
+                        std::map<std::string, std::string>& unused_first);
+  // A remote shard's index: the one beside it on the server, else the cache folder's, else built
+  // from one download of the shard (and written to the cache folder).
+  detail::TarIndex remote_index(const remote::RemoteUrl& url, std::uint64_t size, const TarShardsOptions& options,
+                                TarShardInfo& info);
   void add_samples(const detail::TarIndex& index, std::uint32_t shard, const TarShardsOptions& options,
                    std::map<std::string, std::string>& unused_first);
   std::uint32_t field_id(std::string_view field);
@@ -220,8 +239,10 @@ class TarShards final : public Dataset {
   std::string keys_;                 // every sample's key, back to back
   std::vector<std::string> fields_;  // interned field names
   std::vector<TarShardInfo> shards_;
-  std::vector<std::shared_ptr<const detail::MappedFile>> maps_;  // one per shard
+  std::vector<std::shared_ptr<const detail::MappedFile>> maps_;  // one per shard; null for a remote one
   std::vector<std::pair<std::uint64_t, std::uint64_t>> files_;   // (st_dev, st_ino) of each mapped shard
+  std::vector<std::shared_ptr<const remote::RemoteUrl>> urls_;   // one per shard; null for a local one
+  std::shared_ptr<remote::HttpClient> client_;                   // made with the first remote shard
   std::vector<std::string> classes_;
   std::vector<IgnoredFile> ignored_;
   std::map<std::string, std::size_t> unused_fields_;

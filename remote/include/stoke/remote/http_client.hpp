@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -72,6 +73,11 @@ class HttpClient {
   /// request fails for good.
   void read_into(const RemoteUrl& url, std::uint64_t offset, std::span<std::byte> out);
   std::vector<std::byte> read(const RemoteUrl& url, std::uint64_t offset, std::size_t length);
+  /// Bytes [0, size) of the object in range requests of `chunk_bytes`, each handed to `sink` in
+  /// order: a download to a file without holding the object in memory. Throws what read_into
+  /// throws, and what `sink` throws.
+  void read_chunks(const RemoteUrl& url, std::uint64_t size, std::size_t chunk_bytes,
+                   const std::function<void(std::span<const std::byte>)>& sink);
 
   FetchStats stats() const;
   const FetchOptions& options() const noexcept { return options_; }
