@@ -90,6 +90,21 @@ std::uint64_t fnv1a(std::string_view text) {
 
 constexpr std::string_view part_suffix = ".part";
 
+// `call()` with `lock` released (network work); if it throws, `undo()` runs under the lock first.
+template <class Call, class Undo>
+auto unlocked(std::unique_lock<std::mutex>& lock, Call&& call, Undo&& undo) {
+  lock.unlock();
+  try {
+    auto result = call();
+    lock.lock();
+    return result;
+  } catch (...) {
+    lock.lock();
+    undo();
+    throw;
+  }
+}
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -209,16 +224,8 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
     }
     ++record->users;  // held: not removed while its size is checked
     if (!record->checked) {
-      lock.unlock();
-      std::uint64_t bytes = 0;
-      try {
-        bytes = client_->size(url);
-      } catch (...) {
-        lock.lock();
-        --record->users;
-        throw;
-      }
-      lock.lock();
+      const std::uint64_t bytes = unlocked(
+          lock, [&] { return client_->size(url); }, [&] { --record->users; });
       record->checked = true;
       if (bytes != record->bytes) {  // the object changed since it was cached: fetch it again
         --record->users;
@@ -241,16 +248,8 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
     s.stats.bytes_held -= record->bytes;
     s.changed.notify_all();
   };
-  lock.unlock();
-  std::uint64_t bytes = 0;
-  try {
-    bytes = client_->size(url);
-  } catch (...) {
-    lock.lock();
-    forget();
-    throw;
-  }
-  lock.lock();
+  const std::uint64_t bytes = unlocked(
+      lock, [&] { return client_->size(url); }, forget);
   if (!s.make_room(bytes)) {
     forget();
     throw std::runtime_error("remote shard cache: no room for " + url.text() + " (" + std::to_string(bytes) +
@@ -260,15 +259,13 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
   }
   record->bytes = bytes;
   s.hold(bytes);
-  lock.unlock();
-  try {
-    download(url, *record);
-  } catch (...) {
-    lock.lock();
-    forget();
-    throw;
-  }
-  lock.lock();
+  unlocked(
+      lock,
+      [&] {
+        download(url, *record);
+        return true;
+      },
+      forget);
   record->status = Record::Status::ready;
   record->checked = true;
   record->users = 1;
