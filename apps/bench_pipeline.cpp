@@ -40,7 +40,8 @@ void print_pipeline_text(const bench::InputPipelineResult& r, std::size_t datase
     std::printf("  left out when the dataset opened: %llu (never read; listed on stderr)\n",
                 static_cast<unsigned long long>(r.left_out.count));
   }
-  std::printf("  stage        busy%%\n");
+  if (r.network) std::printf("  %s\n", network_text(*r.network).c_str());
+  std::printf("  stage        busy%%   (limited by %s)\n", r.bottleneck.c_str());
   // Busy share of the stage's concurrency at the end (the scheduler may have moved it).
   for (const auto& s : r.report.stages) {
     std::printf("  %-10s %6.1f  (%d way%s", s.name.c_str(), r.busy_pct(s), s.concurrency,

@@ -1,7 +1,6 @@
 // `stoke pack`: an image folder (or a file list) -> one packed shard (X.stoke + X.stoke.idx), or
 // WebDataset tar shards (--format tar), by nodes::pack_dataset; this file parses the options and
 // prints.
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <stoke/base/byte_size.hpp>
 #include <stoke/graph/signal.hpp>
 #include <stoke/nodes/file_list.hpp>
 #include <stoke/nodes/image_folder.hpp>
@@ -69,34 +69,6 @@ void print_skipped(const char* title, const std::vector<File>& files, bool verbo
   if (shown < files.size()) std::printf("  ... and %zu more (--verbose lists them all)\n", files.size() - shown);
 }
 
-/// A size in bytes: digits, then optionally K, M, G or T (powers of 1024; KiB, MiB, GiB, TiB too)
-/// or KB, MB, GB, TB (powers of 1000), as `split -b` takes them. Nothing when it is not one.
-std::optional<std::uint64_t> parse_size(const std::string& text) {
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc{} || end == text.data()) return std::nullopt;
-  const std::string unit(end, text.data() + text.size());
-  static const std::pair<const char*, std::uint64_t> units[] = {{"", 1},
-                                                                {"K", 1ULL << 10},
-                                                                {"M", 1ULL << 20},
-                                                                {"G", 1ULL << 30},
-                                                                {"T", 1ULL << 40},
-                                                                {"KiB", 1ULL << 10},
-                                                                {"MiB", 1ULL << 20},
-                                                                {"GiB", 1ULL << 30},
-                                                                {"TiB", 1ULL << 40},
-                                                                {"KB", 1000ULL},
-                                                                {"MB", 1000000ULL},
-                                                                {"GB", 1000000000ULL},
-                                                                {"TB", 1000000000000ULL}};
-  for (const auto& [name, scale] : units) {
-    if (unit != name) continue;
-    if (value > UINT64_MAX / scale) return std::nullopt;
-    return value * scale;
-  }
-  return std::nullopt;
-}
-
 /// The usage error in the tar options, "" when there is none.
 std::string tar_options_error(const PackConfig& c, const po::variables_map& values, nodes::TarWriterOptions& tar) {
   const bool tar_format = c.format == "tar";
@@ -109,7 +81,7 @@ std::string tar_options_error(const PackConfig& c, const po::variables_map& valu
     }
     return "";
   }
-  const std::optional<std::uint64_t> bytes = parse_size(c.shard_bytes);
+  const std::optional<std::uint64_t> bytes = base::parse_byte_size(c.shard_bytes);
   if (!bytes) return "--shard-bytes must be a size such as 500M or 1G, or 0 for no limit (got '" + c.shard_bytes + "')";
   if (c.shard_items < 0) return "--shard-items must be 0 (no limit) or more";
   tar.shard_bytes = *bytes;
@@ -286,6 +258,12 @@ int pack(int argc, char** argv) {
                                    .stop_on_signal = true,
                                    .format = c.format == "tar" ? nodes::PackFormat::tar : nodes::PackFormat::stoke,
                                    .tar = tar};
+  // The folder --out names is made when it is missing (shards/train-%06d.tar into a new shards/).
+  if (const fs::path folder = fs::path(c.out).parent_path(); !folder.empty()) {
+    std::error_code error;
+    fs::create_directories(folder, error);
+    if (error) throw std::runtime_error("cannot make the folder " + folder.string() + " for --out: " + error.message());
+  }
   const Pace pace;
   StatusLine line(std::chrono::milliseconds(200), std::chrono::milliseconds(5000));
   std::size_t written = 0;

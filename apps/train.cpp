@@ -331,9 +331,12 @@ FitCallbacks with_report(RunRecorder& recorder, const Run& run, const std::strin
   for (auto& row : settings_of(recipe)) settings.push_back(std::move(row));
   recorder.left_out(data.train_path.string(), left_out_of(*data.train));
   if (data.val) recorder.left_out(data.val_path.string(), left_out_of(*data.val));
-  return record_fit(
-      recorder, std::move(callbacks),
-      {.html = html, .title = "stoke train: " + recipe.model, .settings = settings, .gpu_busy = gpu_busy});
+  return record_fit(recorder, std::move(callbacks),
+                    {.html = html,
+                     .title = "stoke train: " + recipe.model,
+                     .settings = settings,
+                     .gpu_busy = gpu_busy,
+                     .network = [train = data.train] { return train->network(); }});
 }
 
 }  // namespace
@@ -386,6 +389,7 @@ int run_training(TrainConfig& c, CommandOptions& cli, Ranks& ranks) {
   const FitResult result = run.fit(callbacks, options);
   if (!ranks.leader()) return result.interrupted ? 130 : 0;
   if (c.json) print_json(to_json(result));
+  if (result.network && !c.json) std::fprintf(stderr, "stoke train: %s\n", network_text(*result.network).c_str());
   print_skips(result);
   print_stalls(result);
   if (result.interrupted) {

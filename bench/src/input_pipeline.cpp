@@ -29,6 +29,18 @@ double InputPipelineResult::busy_pct(const graph::StageStats& stage) const noexc
   return seconds > 0 ? 100.0 * busy / (seconds * std::max(1, stage.concurrency)) : 0.0;
 }
 
+std::string InputPipelineResult::busiest_stage() const {
+  std::string busiest;
+  double most = -1;
+  for (const graph::StageStats& stage : report.stages) {
+    if (busy_pct(stage) > most) {
+      most = busy_pct(stage);
+      busiest = stage.name;
+    }
+  }
+  return busiest;
+}
+
 double plain_loop_images_per_sec(const nodes::DatasetPtr& dataset, const train::InputConfig& config,
                                  std::size_t images) {
   train::Input input = train::make_input(dataset, config);
@@ -90,6 +102,8 @@ InputPipelineResult measure_input_pipeline(const nodes::DatasetPtr& dataset, tra
   result.skipped_count = result.report.skipped;
   result.skipped = train::name_skips(result.report, input, config);
   result.left_out = train::left_out_of(*dataset);
+  result.network = dataset->network();
+  result.bottleneck = train::network_or(result.busiest_stage(), result.report.stages, result.network);
   return result;
 }
 
@@ -106,6 +120,8 @@ void to_json(nlohmann::ordered_json& json, const InputPipelineResult& r) {
           {"skipped_files", skipped},
           {"left_out", r.left_out.count},
           {"left_out_files", train::left_out_files_json(r.left_out)},
+          {"network", train::network_json(r.network)},
+          {"bottleneck", r.bottleneck},
           {"files_read", r.files_read},
           {"batches", r.batches},
           {"seconds", r.seconds},

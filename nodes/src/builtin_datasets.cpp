@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 #include <stdexcept>
+#include <stoke/base/byte_size.hpp>
 #include <stoke/remote/url.hpp>
 #include <string_view>
 
@@ -74,17 +75,46 @@ bool looks_like_segmentation(const fs::path& dir) {
 bool folder(fs::file_status status) { return fs::is_directory(status); }
 bool file(fs::file_status status) { return fs::exists(status) && !fs::is_directory(status); }
 
+TarShardsOptions tar_options(const Params& p) {
+  TarShardsOptions options;
+  const std::string on_error = p.get_string("on_shard_error", "fail");
+  if (on_error != "fail" && on_error != "skip") {
+    throw std::invalid_argument("tar: parameter on_shard_error='" + on_error + "' is not fail or skip");
+  }
+  options.on_shard_error = on_error == "skip" ? ShardFailure::skip : ShardFailure::fail;
+  options.cache_dir = p.get_string("cache", "");
+  const std::string budget = p.get_string("cache_bytes", "0");
+  const std::optional<std::uint64_t> bytes = base::parse_byte_size(budget);
+  if (!bytes) {
+    throw std::invalid_argument("tar: parameter cache_bytes='" + budget + "' is not a size like 512M or 20G");
+  }
+  options.cache_bytes = *bytes;
+  if (options.cache_dir.empty() != (options.cache_bytes == 0)) {
+    throw std::invalid_argument(
+        "tar: give cache and cache_bytes together (a folder and its budget, e.g. cache=" +
+        std::string(options.cache_dir.empty() ? "/scratch/shards" : options.cache_dir.string()) +
+        " cache_bytes=20G), or neither");
+  }
+  options.prefetch = p.get_bool("prefetch", true);
+  return options;
+}
+
 DatasetEntry tar_entry() {
   return {.name = "tar",
           .doc =
               "WebDataset tar shards: a .tar file, a folder of them, or a pattern such as "
               "shards/train-{000000..000146}.tar",
-          .params = {},
-          .open = [](const fs::path& path, const Params&) -> DatasetPtr {
+          .params = {{"on_shard_error", "string", "fail",
+                      "a shard that cannot be opened (missing, forbidden, not a tar): fail, or skip it and name it"},
+                     {"cache", "string", "", "remote shards: a folder to keep whole shards in (empty: range reads)"},
+                     {"cache_bytes", "string", "0", "remote shards: the cache folder's budget, e.g. 20G"},
+                     {"prefetch", "bool", "true", "remote shards: fill the cache's free room ahead of the reads"}},
+          .open = [](const fs::path& path, const Params& p) -> DatasetPtr {
+            const TarShardsOptions options = tar_options(p);
             if (!fs::exists(path) && is_shard_pattern(path)) {
-              return std::make_shared<TarShards>(expand_shard_pattern(path.string()));
+              return std::make_shared<TarShards>(expand_shard_pattern(path.string()), options);
             }
-            return std::make_shared<TarShards>(path);
+            return std::make_shared<TarShards>(path, options);
           },
           .takes = DataPath::any,
           .recognise =

@@ -17,6 +17,8 @@ const std::vector<IgnoredFile>& Dataset::ignored() const noexcept {
   return none;
 }
 
+std::optional<NetworkStats> Dataset::network() const { return std::nullopt; }
+
 EpochOrder::EpochOrder(std::size_t size, OrderOptions options) : size_(size), options_(options) {
   if (options_.world == 0) throw std::invalid_argument("EpochOrder: world must be at least 1");
   if (options_.rank >= options_.world) {

@@ -22,6 +22,7 @@
 #include "file_format.hpp"
 #include "image_files.hpp"
 #include "mapped_file.hpp"
+#include "remote_shards.hpp"
 #include "tar_index.hpp"
 
 namespace stoke::nodes {
@@ -109,7 +110,11 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
     std::error_code error;
     const fs::file_status status = fs::status(path, error);
     if (status.type() == fs::file_type::not_found) {
-      throw std::runtime_error("TarShards: '" + str(path) + "' does not exist (give .tar shards or a folder of them)");
+      const std::string missing =
+          "TarShards: '" + str(path) + "' does not exist (give .tar shards or a folder of them)";
+      if (options.on_shard_error == ShardFailure::fail) throw std::runtime_error(missing);
+      ignored_.push_back({str(path), "shard left out (its samples are not counted): " + missing});
+      continue;
     }
     if (fs::is_directory(status)) {
       for (fs::path& shard : list_shards(path, ignored_)) files.push_back(std::move(shard));
@@ -127,10 +132,17 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
 
   std::map<std::string, std::string> unused_first;
   for (const fs::path& file : files) {
-    if (remote::RemoteUrl::is_remote(file.native())) {
-      add_remote_shard(file.native(), options, unused_first);
-    } else {
-      add_shard(file, options, unused_first);
+    try {
+      if (remote::RemoteUrl::is_remote(file.native())) {
+        add_remote_shard(file.native(), options, unused_first);
+      } else {
+        add_shard(file, options, unused_first);
+      }
+    } catch (const std::runtime_error& error) {  // remote::FetchError too; not invalid_argument
+      if (options.on_shard_error == ShardFailure::fail) throw;
+      const bool remote = remote::RemoteUrl::is_remote(file.native());
+      ignored_.push_back({remote ? remote::RemoteUrl::parse(file.native()).text() : str(file),
+                          std::string("shard left out (its samples are not counted): ") + error.what()});
     }
   }
 
@@ -151,9 +163,21 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
   int largest = -1;
   for (const Item& item : items_) largest = std::max(largest, static_cast<int>(item.label));
   for (int c = 0; c <= largest; ++c) classes_.push_back(std::to_string(c));
+  if (remote_ && options.prefetch) {
+    std::vector<std::shared_ptr<const remote::RemoteUrl>> order;
+    for (const auto& url : urls_) {
+      if (url) order.push_back(url);
+    }
+    remote_->prefetch(std::move(order));
+  }
 }
 
 TarShards::~TarShards() = default;
+
+std::optional<NetworkStats> TarShards::network() const {
+  if (!remote_) return std::nullopt;
+  return remote_->stats();
+}
 
 void TarShards::add_shard(const fs::path& path, const TarShardsOptions& options,
                           std::map<std::string, std::string>& unused_first) {
@@ -237,52 +261,20 @@ std::string last_segment(const std::string& text) {
   return std::string(path.substr(path.find_last_of('/') + 1));
 }
 
-// A file in the temporary folder, removed with the object.
-class TemporaryFile {
- public:
-  TemporaryFile() {
-    std::string name = (fs::temp_directory_path() / "stoke-shard-XXXXXX").string();
-    fd_ = ::mkstemp(name.data());
-    if (fd_ < 0) {
-      throw std::runtime_error("TarShards: cannot make a temporary file in " + fs::temp_directory_path().string() +
-                               ": " + std::strerror(errno));
-    }
-    path_ = name;
-  }
-  ~TemporaryFile() {
-    ::close(fd_);
-    std::error_code ignored;
-    fs::remove(path_, ignored);
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-
-  const fs::path& path() const noexcept { return path_; }
-  void write(std::span<const std::byte> bytes) const {
-    while (!bytes.empty()) {
-      const ssize_t written = ::write(fd_, bytes.data(), bytes.size());
-      if (written < 0 && errno == EINTR) continue;
-      if (written <= 0) {
-        throw std::runtime_error("TarShards: cannot write " + path_.string() + ": " + std::strerror(errno));
-      }
-      bytes = bytes.subspan(static_cast<std::size_t>(written));
-    }
-  }
-
- private:
-  int fd_ = -1;
-  fs::path path_;
-};
-
 }  // namespace
 
 void TarShards::add_remote_shard(const std::string& text, const TarShardsOptions& options,
                                  std::map<std::string, std::string>& unused_first) {
-  if (!client_) client_ = std::make_shared<remote::HttpClient>();
+  if (!remote_) remote_ = std::make_unique<detail::RemoteShards>(options);
   auto url = std::make_shared<const remote::RemoteUrl>(remote::RemoteUrl::parse(text));
   TarShardInfo info;
-  info.path = url->text();           // without credentials
-  info.bytes = client_->size(*url);  // a 404 or a 403 names the URL
+  info.path = url->text();                    // without credentials
+  info.bytes = remote_->client().size(*url);  // a 404 or a 403 names the URL
+  if (remote_->caching() && info.bytes > remote_->budget()) {
+    throw std::invalid_argument("TarShards: shard " + url->text() + " (" + std::to_string(info.bytes) +
+                                " bytes) does not fit in the cache's budget of " + std::to_string(remote_->budget()) +
+                                " bytes: raise cache_bytes (a few shards' worth), or read without a cache");
+  }
   const TarIndex index = remote_index(*url, info.bytes, options, info);
   const auto shard = static_cast<std::uint32_t>(shards_.size());
   info.first = items_.size();
@@ -301,7 +293,8 @@ TarIndex TarShards::remote_index(const remote::RemoteUrl& url, std::uint64_t siz
   // its size: an object has no modification time to match.
   const remote::RemoteUrl beside = url.sibling(last_segment(name) + ".stoke-idx");
   try {
-    if (auto index = detail::parse_index_of_size(client_->read(beside, 0, client_->size(beside)), size)) {
+    remote::HttpClient& client = remote_->client();
+    if (auto index = detail::parse_index_of_size(client.read(beside, 0, client.size(beside)), size)) {
       info.index = beside.text();
       info.source = TarIndexSource::loaded;
       return std::move(*index);
@@ -319,10 +312,8 @@ TarIndex TarShards::remote_index(const remote::RemoteUrl& url, std::uint64_t siz
       return std::move(*index);
     }
   }
-  const TemporaryFile file;
-  client_->read_chunks(url, size, std::size_t{8} << 20, [&](std::span<const std::byte> chunk) { file.write(chunk); });
-  const detail::MappedFile map(file.path());
-  TarIndex index{size, 0, index_tar(map.bytes(), name)};
+  TarIndex index{size, 0, {}};
+  remote_->with_whole(url, size, [&](std::span<const std::byte> bytes) { index.entries = index_tar(bytes, name); });
   info.source = TarIndexSource::memory;
   if (options.write_index && !place.empty()) {
     std::error_code dir_error;
@@ -478,8 +469,8 @@ Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_
     }
     std::vector<std::byte> data(static_cast<std::size_t>(member.size));
     try {
-      client_->read_into(*url, member.offset, data);  // one range request
-    } catch (const remote::FetchError& error) {
+      remote_->read(*url, member.offset, data);
+    } catch (const std::runtime_error& error) {
       throw std::runtime_error(member_name() + ": " + error.what());
     }
     return Bytes(std::move(data));

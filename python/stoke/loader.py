@@ -256,9 +256,11 @@ class Loader:
                             f"{', '.join(list(_DEFAULTS)[2:] + ['device', 'label_dtype'])}")
         settings.update(data=data, transforms=transforms)
         s = {d["name"]: _coerce(d, settings[d["name"]]) if d["name"] in settings else d["default"] for d in _DECLARED}
-        # A named format may take paths that are not files (a plugin's); "auto" wants one, or a pattern.
+        # A named format may take paths that are not files (a plugin's); "auto" wants one, a pattern
+        # or a URL (remote tar shards).
         data = s["data"]
-        if s["format"] in ("", "auto") and not os.path.exists(data) and "{" not in data and "*" not in data:
+        remote = data.startswith(("http://", "https://", "s3://"))
+        if s["format"] in ("", "auto") and not remote and not os.path.exists(data) and "{" not in data and "*" not in data:
             raise FileNotFoundError(f"stoke.Loader: {data} does not exist (a folder of images, a file list, a pack "
                                     "or tar shards)")
         self._settings = s
@@ -391,7 +393,8 @@ class Loader:
         (re)started. Apart from the skipped files, "left_out" counts what the dataset left out when
         it opened (never read: a file outside a class folder, a tar member that is a link or whose
         .cls is not a number, a sample without an image, ...) and "left_out_files" lists the first
-        100 of them ({"file", "reason"})."""
+        100 of them ({"file", "reason"}). "network" (None for local data) says what remote shards
+        cost: requests, retries, bytes, wait_s, and the shard cache's hits, misses and bytes."""
         return json.loads(self._native.stats_json())
 
     def write_report(self, path):

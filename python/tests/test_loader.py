@@ -205,6 +205,40 @@ def test_what_the_dataset_leaves_out_is_counted_and_named_apart_from_the_skips(s
             assert sum(len(labels) for _, labels, _ in epoch(loader)) == 16  # the good samples, all of them
 
 
+def test_remote_shards_give_the_same_batches_and_stats_say_what_the_network_cost(shapes, tmp_path):
+    """A tar shard served over loopback HTTP (tests/remote/range_server.py), read with range
+    requests and through a cache folder, gives the batches the same shard gives on disk, and
+    stats()["network"] counts the requests and the cache's use (None for the local shard)."""
+    served = tmp_path / "served"
+    served.mkdir()
+    with tarfile.open(served / "train.tar", "w") as tar:
+        for label, folder in enumerate(sorted(p for p in shapes.iterdir() if p.is_dir())):
+            for i, image in enumerate(sorted(folder.iterdir())[:6]):
+                key = f"c{label}_{i:02d}"
+                for name, data in ((key + ".jpg", image.read_bytes()), (key + ".cls", str(label).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "remote", "range_server.py")
+    server = subprocess.Popen([sys.executable, script, str(served)], stdout=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}/files/train.tar"
+        local = make(served / "train.tar", shuffle=False)
+        want = epoch(local)
+        assert local.stats()["network"] is None
+        for fmt in ("tar", f"tar cache={tmp_path / 'cache'} cache_bytes=64M"):
+            remote = make(url, shuffle=False, format=fmt)
+            assert epoch(remote) == want, fmt
+            network = remote.stats()["network"]
+            assert network["requests"] > 0 and network["bytes"] > 0, network
+            assert network["cached"] == ("cache=" in fmt), network
+            if network["cached"]:
+                assert network["cache_hits"] >= 12 and network["cache_bytes"] > 0, network
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_bad_arguments_name_the_thing(shapes, tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing-here"):
         make(tmp_path / "nothing-here")

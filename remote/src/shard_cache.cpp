@@ -47,9 +47,11 @@ struct ShardCache::State {
     stats.bytes_held -= record->bytes;
     records.erase(record->name);
   }
-  // Removes least recently used files nobody holds until `bytes` more fit; false when they cannot.
-  bool make_room(std::uint64_t bytes) {
+  // Removes least recently used files nobody holds until `bytes` more fit (`evict` false: removes
+  // nothing); false when they cannot.
+  bool make_room(std::uint64_t bytes, bool evict = true) {
     if (bytes > budget) return false;
+    if (!evict) return stats.bytes_held + bytes <= budget;
     while (stats.bytes_held + bytes > budget) {
       std::shared_ptr<Record> oldest;
       for (const auto& [name, r] : records) {
@@ -209,7 +211,13 @@ void ShardCache::adopt_folder() {
   state_->make_room(0);  // a smaller budget than the last run's
 }
 
-ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
+ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) { return get(url, Mode::fetch, {}); }
+
+ShardCache::Entry ShardCache::prefetch(const RemoteUrl& url, std::stop_token stop) {
+  return get(url, Mode::prefetch, stop);
+}
+
+ShardCache::Entry ShardCache::get(const RemoteUrl& url, Mode mode, const std::stop_token& stop) {
   const auto start = std::chrono::steady_clock::now();
   const std::string name = file_name(url);
   State& s = *state_;
@@ -223,13 +231,20 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
       continue;
     }
     ++record->users;  // held: not removed while its size is checked
+    if (mode == Mode::prefetch) return Entry(state_, record);  // checked, counted and touched when fetched
     if (!record->checked) {
       const std::uint64_t bytes = unlocked(
           lock, [&] { return client_->size(url); }, [&] { --record->users; });
       record->checked = true;
       if (bytes != record->bytes) {  // the object changed since it was cached: fetch it again
         --record->users;
-        if (record->users == 0 && s.records.count(name) != 0) s.drop(record);
+        if (record->users > 0) {  // unless others read the old one: their offsets would not fit the new
+          throw std::runtime_error("remote shard cache: " + url.text() + " changed on the server (" +
+                                   std::to_string(record->bytes) + " -> " + std::to_string(bytes) +
+                                   " bytes) while it is being read from " + record->path.string() +
+                                   "; start the run again");
+        }
+        if (s.records.count(name) != 0) s.drop(record);
         continue;
       }
     }
@@ -250,8 +265,9 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
   };
   const std::uint64_t bytes = unlocked(
       lock, [&] { return client_->size(url); }, forget);
-  if (!s.make_room(bytes)) {
+  if (!reserve(lock, bytes, mode)) {
     forget();
+    if (mode == Mode::prefetch) return Entry();
     throw std::runtime_error("remote shard cache: no room for " + url.text() + " (" + std::to_string(bytes) +
                              " bytes) within the budget of " + std::to_string(s.budget) + " bytes in " +
                              options_.folder.string() + ": " + s.held_by_users() +
@@ -262,7 +278,7 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
   unlocked(
       lock,
       [&] {
-        download(url, *record);
+        download(url, *record, stop);
         return true;
       },
       forget);
@@ -270,43 +286,54 @@ ShardCache::Entry ShardCache::fetch(const RemoteUrl& url) {
   record->checked = true;
   record->users = 1;
   record->last_use = ++s.clock;
-  ++s.stats.misses;
+  if (mode == Mode::prefetch) {
+    ++s.stats.prefetched;
+  } else {
+    ++s.stats.misses;
+    s.stats.seconds_downloading += seconds_since(start);
+  }
   s.stats.bytes_downloaded += bytes;
-  s.stats.seconds_downloading += seconds_since(start);
   s.changed.notify_all();
   return Entry(state_, record);
 }
 
-void ShardCache::download(const RemoteUrl& url, Record& record) {
+bool ShardCache::reserve(std::unique_lock<std::mutex>& lock, std::uint64_t bytes, Mode mode) {
+  State& s = *state_;
+  if (mode == Mode::prefetch) return s.make_room(bytes, /*evict=*/false);
+  // Room held by others comes back when their Entries go or their downloads end.
+  const auto deadline = std::chrono::steady_clock::now() + options_.room_wait;
+  while (!s.make_room(bytes)) {
+    if (bytes > s.budget || std::chrono::steady_clock::now() >= deadline) return false;
+    s.changed.wait_until(lock, deadline);
+  }
+  return true;
+}
+
+void ShardCache::download(const RemoteUrl& url, Record& record, const std::stop_token& stop) {
   const fs::path part = record.path.string() + std::string(part_suffix);
   std::FILE* file = std::fopen(part.c_str(), "wb");
   if (file == nullptr) {
     throw std::runtime_error("remote shard cache: cannot write " + part.string() + ": " +
                              std::error_code(errno, std::generic_category()).message());
   }
-  const auto fail = [&](const std::string& what) {
-    std::fclose(file);
-    std::error_code ignored;
-    fs::remove(part, ignored);
-    throw std::runtime_error("remote shard cache: " + what + " " + part.string() + ": " +
-                             std::error_code(errno, std::generic_category()).message());
+  const auto cannot_write = [&] {
+    return std::runtime_error("remote shard cache: cannot write " + part.string() + ": " +
+                              std::error_code(errno, std::generic_category()).message());
   };
   try {
     client_->read_chunks(url, record.bytes, options_.chunk_bytes, [&](std::span<const std::byte> chunk) {
-      if (std::fwrite(chunk.data(), 1, chunk.size(), file) != chunk.size()) fail("cannot write");
+      if (stop.stop_requested()) throw FetchError(url.text() + ": download stopped", 0);
+      if (std::fwrite(chunk.data(), 1, chunk.size(), file) != chunk.size()) throw cannot_write();
     });
-  } catch (const FetchError&) {
-    std::fclose(file);
+    // On the disk before the name says it is complete: a crash then leaves the .part, never half a shard.
+    if (std::fflush(file) != 0 || ::fsync(::fileno(file)) != 0) throw cannot_write();
+    std::FILE* closing = std::exchange(file, nullptr);
+    if (std::fclose(closing) != 0) throw cannot_write();
+  } catch (...) {  // a failed or stopped download leaves nothing behind
+    if (file != nullptr) std::fclose(file);
     std::error_code ignored;
     fs::remove(part, ignored);
     throw;
-  }
-  // On the disk before the name says it is complete: a crash then leaves the .part, never half a shard.
-  if (std::fflush(file) != 0 || ::fsync(::fileno(file)) != 0) fail("cannot write");
-  if (std::fclose(file) != 0) {
-    std::error_code ignored;
-    fs::remove(part, ignored);
-    throw std::runtime_error("remote shard cache: cannot write " + part.string());
   }
   std::error_code error;
   fs::rename(part, record.path, error);

@@ -50,11 +50,12 @@ void make_folder(const fs::path& root) {
 TEST(PackCommand, PacksAnImageFolderThatReadsBackEqualAndReportsIgnoredFiles) {
   TempDir dir;
   make_folder(dir / "images");
-  const Result result = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "out/x.stoke").string()});
-  ASSERT_EQ(result.exit_code, 1) << "the output folder does not exist yet: " << result.out << result.err;
-  EXPECT_THAT(result.err, HasSubstr("out/x.stoke"));
+  std::ofstream(dir / "file") << "a file, not a folder";
+  const Result result = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "file/x.stoke").string()});
+  ASSERT_EQ(result.exit_code, 1) << "a folder that cannot be made: " << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("cannot make the folder " + (dir / "file").string() + " for --out"));
 
-  fs::create_directories(dir / "out");
+  // out/ does not exist yet: the pack makes it.
   const Result ok = run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "out/x.stoke").string()});
   ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("wrote " + (dir / "out/x.stoke").string() + " (15 items"));
@@ -165,8 +166,7 @@ TEST(PackCommand, UsageErrorsExitWithTwo) {
 
 TEST(PackCommand, FormatTarWritesShardsCutBySizeThatReadBackEqualWithTheirIndexes) {
   TempDir dir;
-  make_folder(dir / "images");
-  fs::create_directories(dir / "shards");
+  make_folder(dir / "images");  // shards/ does not exist: the pack makes it
   const Result result =
       run_pack(dir, {"--data", (dir / "images").string(), "--out", (dir / "shards/train-%06d.tar").string(), "--format",
                      "tar", "--shard-bytes", "6K", "--json"});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,15 +16,19 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "../remote/range_server.hpp"
+#include "../remote/s3_server.hpp"
 #include "dataset_test_support.hpp"
+#include "scoped_environment.hpp"
 #include "stoke/graph/pipeline.hpp"
 #include "stoke/nodes/dataset.hpp"
 #include "stoke/nodes/dataset_registry.hpp"
 #include "stoke/nodes/decode.hpp"
 #include "stoke/nodes/image_folder.hpp"
+#include "stoke/nodes/read_on_threads.hpp"
 
 namespace stoke::nodes {
 namespace {
@@ -576,6 +581,211 @@ TEST_F(RemoteTarShards, TheRegistryOpensAUrlAndABracePatternOfUrls) {
   EXPECT_EQ(both->size(), 7u);
   const std::string wildcard = test::error_message([&] { (void)expand_shard_pattern(base + "*.tar"); });
   EXPECT_THAT(wildcard, HasSubstr("name remote shards with braces"));
+}
+
+TEST_F(RemoteTarShards, ReadOnThreadsReadsManyAtOnceAndAccountsForEveryItem) {
+  const auto remote =
+      std::make_shared<const TarShards>(std::vector<fs::path>{url("a.tar"), url("b.tar")}, index_in("index"));
+  const fs::path b = dir_ / "served" / "b.tar";
+  fs::resize_file(b, find_in_file(b, test::small_jpeg(5)) + 10);  // s5, s6 lost on the server after opening
+
+  std::map<std::uint64_t, std::vector<std::byte>> read;
+  graph::Pipeline pipe({.max_in_flight = 8, .threads = 2});
+  pipe.source("items", DatasetSource(remote->size(), {.shuffle = true, .seed = 3}))
+      .async<Sample>("read", ReadOnThreads(remote, 4),
+                     {.concurrency = graph::parallel(4), .on_error = graph::OnError::skip})
+      .sink("collect", [&](Sample sample) { read[sample.index] = test::to_vector(sample.bytes); });
+  const graph::RunReport report = pipe.run();
+
+  EXPECT_EQ(report.produced, 7u);
+  EXPECT_EQ(report.produced, report.consumed + report.skipped) << "read = passed on + skipped";
+  ASSERT_EQ(read.size(), 5u);
+  for (const auto& [index, bytes] : read) EXPECT_EQ(bytes, test::small_jpeg(static_cast<int>(index))) << index;
+  ASSERT_EQ(report.skipped_items.size(), 2u);
+  for (const graph::SkippedItem& item : report.skipped_items) {
+    EXPECT_EQ(item.stage, "read");
+    EXPECT_THAT(item.reason, HasSubstr(url("b.tar").string() + "#s"));
+  }
+}
+
+TEST_F(RemoteTarShards, AShardThatCannotBeOpenedIsLeftOutAndNamedWhenThePolicySaysSkip) {
+  TarShardsOptions options = index_in("index");
+  options.on_shard_error = ShardFailure::skip;
+  const TarShards shards({url("a.tar"), url("missing.tar"), url("forbidden.tar"), dir_ / "gone.tar"}, options);
+  EXPECT_EQ(shards.size(), 4u) << "a.tar's samples";
+  const std::map<std::string, std::string> left_out = reasons(shards);
+  ASSERT_TRUE(left_out.count(url("missing.tar").string())) << "named by its URL";
+  EXPECT_THAT(left_out.at(url("missing.tar").string()), HasSubstr("shard left out"));
+  EXPECT_THAT(left_out.at(url("missing.tar").string()), HasSubstr("404"));
+  EXPECT_THAT(left_out.at((dir_ / "gone.tar").string()), HasSubstr("does not exist"));
+  // The default fails, naming the shard.
+  EXPECT_THAT(test::error_message([&] {
+                TarShards({url("a.tar"), url("missing.tar")}, index_in("index"));
+              }),
+              HasSubstr(url("missing.tar").string()));
+}
+
+TEST_F(RemoteTarShards, AServerThatStopsAnsweringMidShardFailsTheReadWithinTheStallLimit) {
+  (void)TarShards(dir_ / "served" / "a.tar", no_fallback());  // the index beside it comes whole
+  TarShardsOptions options = index_in("unused");
+  options.stall_limit = std::chrono::milliseconds(300);
+  options.retries = 0;
+  const fs::path stalled(server_->url("/stall/a.tar").text());
+  const TarShards shards(std::vector<fs::path>{stalled}, options);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = test::error_message([&] { shards.read(0); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "the server sleeps 60 s";
+  EXPECT_THAT(message, HasSubstr(stalled.string() + "#s0.jpg: "));
+}
+
+// With a cache folder: whole shards downloaded once, kept, and read from there.
+TEST_F(RemoteTarShards, ACacheFolderGivesTheSameSamplesAndAnotherOpenDownloadsNothing) {
+  const TarShards local({dir_ / "served" / "a.tar", dir_ / "served" / "b.tar"}, index_in("local-index"));
+  TarShardsOptions options = index_in("remote-index");
+  options.cache_dir = dir_ / "cache";
+  options.cache_bytes = 1 << 20;
+  const TarShards remote({url("a.tar"), url("b.tar")}, options);
+  for (std::size_t i = 0; i < remote.size(); ++i) {
+    EXPECT_EQ(test::to_vector(remote.read(i).bytes), test::to_vector(local.read(i).bytes)) << i;
+  }
+  const NetworkStats first = remote.network().value();
+  EXPECT_TRUE(first.cached);
+  EXPECT_EQ(first.cache_misses, 2u) << "each shard downloaded once, to index it";
+  EXPECT_EQ(first.cache_hits, remote.size()) << "every member read from the folder";
+  EXPECT_EQ(first.cache_bytes, fs::file_size(dir_ / "served" / "a.tar") + fs::file_size(dir_ / "served" / "b.tar"));
+
+  const TarShards again({url("a.tar"), url("b.tar")}, options);  // a new run: index and shards kept
+  for (std::size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again.read(i).bytes.size(), local.read(i).bytes.size());
+  const NetworkStats second = again.network().value();
+  EXPECT_EQ(second.cache_misses + second.cache_prefetched, 0u);
+  EXPECT_LT(second.bytes, 1000u) << "no shard downloaded again";
+  EXPECT_FALSE(local.network().has_value()) << "local shards read nothing over the network";
+}
+
+TEST_F(RemoteTarShards, TheCacheBudgetHoldsWhileFourThreadsReadInRandomOrder) {
+  write_tar(dir_ / "served" / "c.tar", labelled_samples(5, 7));
+  write_tar(dir_ / "served" / "d.tar", labelled_samples(6, 12));
+  const std::vector<fs::path> urls{url("a.tar"), url("b.tar"), url("c.tar"), url("d.tar")};
+  (void)TarShards(urls, index_in("index"));  // indexes made beforehand: the budget holds two shards only
+  std::uint64_t largest = 0;
+  for (const char* name : {"a.tar", "b.tar", "c.tar", "d.tar"})
+    largest = std::max<std::uint64_t>(largest, fs::file_size(dir_ / "served" / name));
+  TarShardsOptions options = index_in("index");
+  options.cache_dir = dir_ / "cache";
+  options.cache_bytes = 2 * largest;
+  const TarShards shards(urls, options);
+
+  std::atomic<bool> done{false};
+  std::uint64_t most_on_disk = 0;
+  std::thread watcher([&] {  // the folder's bytes, checked while the readers run
+    while (!done) {
+      std::uint64_t bytes = 0;
+      std::error_code error;
+      for (const fs::directory_entry& file : fs::directory_iterator(dir_ / "cache", error)) {
+        bytes += file.file_size(error);
+      }
+      most_on_disk = std::max(most_on_disk, bytes);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const std::vector<std::uint64_t> order = EpochOrder(shards.size(), {.shuffle = true, .seed = 5}).indices(0);
+  std::atomic<std::size_t> next{0}, read{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      for (std::size_t k = next++; k < order.size(); k = next++) {
+        if (shards.read(order[k]).bytes.size() == test::small_jpeg(static_cast<int>(order[k])).size()) ++read;
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  done = true;
+  watcher.join();
+  EXPECT_EQ(read.load(), shards.size());
+  EXPECT_LE(most_on_disk, options.cache_bytes);
+  const NetworkStats stats = shards.network().value();
+  EXPECT_LE(stats.cache_peak_bytes, options.cache_bytes);
+  EXPECT_GT(stats.cache_evictions, 0u) << "four shards through a folder that holds two";
+}
+
+TEST_F(RemoteTarShards, AResumedEpochFetchesOnlyTheItemsStillToRead) {
+  const std::vector<fs::path> urls{url("a.tar"), url("b.tar")};
+  (void)TarShards(urls, index_in("index"));
+  const std::vector<std::uint64_t> order = EpochOrder(7, {.shuffle = true, .seed = 3}).indices(0);
+  TarShardsOptions no_prefetch = index_in("index");
+  no_prefetch.prefetch = false;
+  const TarShards resumed(urls, no_prefetch);
+  const NetworkStats opened = resumed.network().value();
+  std::uint64_t bytes = 0;
+  for (std::size_t k = 4; k < order.size(); ++k) bytes += resumed.read(order[k]).bytes.size();  // from position 4
+  const NetworkStats after = resumed.network().value();
+  EXPECT_EQ(after.requests - opened.requests, order.size() - 4) << "one range request per item left";
+  EXPECT_EQ(after.bytes - opened.bytes, bytes);
+
+  // With a cache, a run killed after the first shard was kept fetches only the other.
+  TarShardsOptions cached = no_prefetch;
+  cached.cache_dir = dir_ / "cache";
+  cached.cache_bytes = 1 << 20;
+  {
+    const TarShards killed(urls, cached);
+    (void)killed.read(0);  // a.tar
+  }
+  const TarShards restarted(urls, cached);
+  for (std::size_t i = 0; i < restarted.size(); ++i) (void)restarted.read(i);
+  const NetworkStats kept = restarted.network().value();
+  EXPECT_EQ(kept.cache_misses, 1u) << "b.tar only";
+  EXPECT_EQ(kept.bytes, fs::file_size(dir_ / "served" / "b.tar"));
+}
+
+TEST_F(RemoteTarShards, TheRegistryTakesTheCacheAndThePolicyAsParameters) {
+  const std::string base = server_->url("/files/").text();
+  const std::string spec = "tar cache=" + (dir_ / "cache").string() + " cache_bytes=1M on_shard_error=skip";
+  const DatasetPtr both = DatasetRegistry::builtin().open(fs::path(base + "{a,b,c}.tar"), spec);
+  EXPECT_EQ(both->size(), 7u) << "c.tar is missing: left out";
+  EXPECT_TRUE(both->network().value().cached);
+  EXPECT_THAT(test::error_message([&] { DatasetRegistry::builtin().open(url("a.tar"), "tar cache_bytes=lots"); }),
+              HasSubstr("cache_bytes='lots' is not a size"));
+  EXPECT_THAT(test::error_message([&] { DatasetRegistry::builtin().open(url("a.tar"), "tar cache_bytes=1M"); }),
+              HasSubstr("give cache and cache_bytes together"));
+}
+
+// ---- remote shards on an S3-compatible server: s3rver (npm), as ctest's nodes.tar_shards_against_s3rver runs it
+
+TEST(S3TarShards, GiveTheSameSamplesAsTheSameShardsOnDiskStreamedOrCached) {
+  if (!remote::S3Server::available())
+    GTEST_SKIP() << "needs s3rver (STOKE_TEST_S3RVER; ctest's nodes.tar_shards_against_s3rver)";
+  TempDir dir;
+  write_tar(dir / "a.tar", labelled_samples(4, 0));
+  write_tar(dir / "b.tar", labelled_samples(3, 4));
+  const remote::S3Server server;
+  for (const char* name : {"a.tar", "b.tar"})
+    server.put(std::string("train/") + name, read_file((dir / name).string()));
+  // Credentials and endpoint from the environment, as a user gives them.
+  const stoke::test::ScopedEnvironment key("AWS_ACCESS_KEY_ID", "S3RVER"), secret("AWS_SECRET_ACCESS_KEY", "S3RVER"),
+      region("AWS_REGION", "us-east-1"), endpoint("AWS_ENDPOINT_URL", server.endpoint());
+
+  TarShardsOptions local_options;
+  local_options.index_dir = dir / "local-index";
+  const TarShards local({dir / "a.tar", dir / "b.tar"}, local_options);
+  for (const bool cached : {false, true}) {
+    TarShardsOptions options;
+    options.index_dir = dir / "remote-index";
+    if (cached) {
+      options.cache_dir = dir / "cache";
+      options.cache_bytes = 1 << 20;
+    }
+    const TarShards remote(expand_shard_pattern("s3://shards/train/{a,b}.tar"), options);
+    ASSERT_EQ(remote.size(), local.size()) << cached;
+    EXPECT_EQ(keys(remote), keys(local));
+    for (std::size_t i = 0; i < remote.size(); ++i) {
+      EXPECT_EQ(remote.label(i), local.label(i)) << i;
+      EXPECT_EQ(test::to_vector(remote.read(i).bytes), test::to_vector(local.read(i).bytes)) << i;
+    }
+    EXPECT_EQ(remote.name(0), "s3://shards/train/a.tar#s0");
+    EXPECT_EQ(remote.network().value().cached, cached);
+  }
+  const std::string missing = test::error_message([&] { TarShards(std::vector<fs::path>{"s3://shards/train/c.tar"}); });
+  EXPECT_THAT(missing, HasSubstr("s3://shards/train/c.tar: not found (HTTP 404)"));
 }
 
 TEST(ExpandShardPattern, ExpandsBraceRangesListsAndWildcards) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <stoke/remote/http_client.hpp>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "range_server.hpp"
+#include "s3_server.hpp"
 
 namespace stoke::remote {
 namespace {
@@ -126,56 +128,18 @@ TEST_F(Remote, AServerThatStopsSendingFailsWithinTheStallLimit) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // 2 tries of about 1-2 s, not 60 s
 }
 
-// s3rver (npm; STOKE_TEST_S3RVER names it, as ctest's remote.s3_against_s3rver does) on a port
-// of its own with a bucket "shards". Objects are put without signing (s3rver takes that).
+// s3rver (npm; STOKE_TEST_S3RVER names it, as ctest's remote.s3_against_s3rver does): s3_server.hpp.
 class S3 : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* s3rver = std::getenv("STOKE_TEST_S3RVER");
-    if (s3rver == nullptr) GTEST_SKIP() << "needs s3rver (STOKE_TEST_S3RVER; ctest's remote.s3_against_s3rver)";
-    dir_ = fs::temp_directory_path() / ("stoke_s3_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_ / "s3");
-    int out[2];
-    ASSERT_EQ(::pipe(out), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      const std::string data = (dir_ / "s3").string();
-      ::execl(s3rver, s3rver, "-d", data.c_str(), "-p", "0", "-s", "--configure-bucket", "shards", nullptr);
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    FILE* line = ::fdopen(out[0], "r");
-    ASSERT_EQ(std::fscanf(line, " S3rver listening on 127.0.0.1:%d", &port_), 1) << "s3rver did not start";
-    std::fclose(line);
-    endpoint_ = "http://127.0.0.1:" + std::to_string(port_);
+    if (!S3Server::available()) GTEST_SKIP() << "needs s3rver (STOKE_TEST_S3RVER; ctest's remote.s3_against_s3rver)";
+    server_ = std::make_unique<S3Server>();
+    endpoint_ = server_->endpoint();
   }
-  void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (!dir_.empty()) fs::remove_all(dir_);
-  }
-  void put(const std::string& key, const std::vector<std::byte>& bytes) {
-    const fs::path file = dir_ / "object";
-    std::ofstream(file, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    const std::string command = std::string(STOKE_TEST_PYTHON) +
-                                " -c \"import sys, urllib.request as u; u.urlopen(u.Request(sys.argv[1], "
-                                "data=open(sys.argv[2], 'rb').read(), method='PUT'))\" " +
-                                endpoint_ + "/shards/" + key + " " + file.string();
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  }
-  S3Credentials credentials(const std::string& key = "S3RVER") const {
-    return {
-        .access_key = key, .secret_key = "S3RVER", .session_token = {}, .region = "us-east-1", .endpoint = endpoint_};
-  }
+  void put(const std::string& key, const std::vector<std::byte>& bytes) const { server_->put(key, bytes); }
+  S3Credentials credentials(const std::string& key = "S3RVER") const { return server_->credentials(key); }
 
-  fs::path dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
+  std::unique_ptr<S3Server> server_;
   std::string endpoint_;
 };
 

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <stoke/remote/http_client.hpp>
 #include <stoke/remote/shard_cache.hpp>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -147,6 +148,40 @@ TEST_F(ShardCacheTest, AFailedDownloadLeavesNothingBehind) {
   EXPECT_EQ(bytes_on_disk(root_ / "cache"), 0u);
   EXPECT_TRUE(fs::is_empty(root_ / "cache"));
   EXPECT_EQ(shards.stats().bytes_held, 0u);
+}
+
+TEST_F(ShardCacheTest, APrefetchUsesOnlyFreeRoomAndAStoppedOneLeavesNothing) {
+  ShardCache shards = cache(250'000);
+  { const ShardCache::Entry a = shards.fetch(url("a")); }
+  EXPECT_TRUE(shards.prefetch(url("b")));
+  EXPECT_FALSE(shards.prefetch(url("c"))) << "the room is taken: nothing removed for a prefetch";
+  EXPECT_EQ(shards.stats().evictions, 0u);
+  EXPECT_EQ(shards.stats().prefetched, 1u);
+  EXPECT_EQ(shards.stats().misses, 1u);
+  { const ShardCache::Entry b = shards.fetch(url("b")); }
+  EXPECT_EQ(shards.stats().hits, 1u) << "the fetch after the prefetch finds it";
+
+  ShardCache other = ShardCache({.folder = root_ / "other", .budget_bytes = 1'000'000}, client_);
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_THROW(other.prefetch(url("d"), stop.get_token()), FetchError);
+  EXPECT_EQ(bytes_on_disk(root_ / "other"), 0u) << "no .part left";
+  EXPECT_TRUE(other.prefetch(url("d"))) << "and the object can be fetched after";
+}
+
+TEST_F(ShardCacheTest, WithARoomWaitAFetchWaitsForHeldRoomInsteadOfFailing) {
+  ShardCache shards({.folder = root_ / "cache", .budget_bytes = 150'000, .room_wait = std::chrono::seconds(30)},
+                    client_);
+  auto a = std::make_unique<ShardCache::Entry>(shards.fetch(url("a")));
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    a.reset();
+  });
+  const ShardCache::Entry b = shards.fetch(url("b"));  // waits for a to be let go
+  release.join();
+  EXPECT_EQ(contents(b.path()), std::string(100'000, 'b'));
+  EXPECT_EQ(shards.stats().evictions, 1u);
+  EXPECT_LE(shards.stats().peak_bytes_held, 150'000u);
 }
 
 TEST_F(ShardCacheTest, ANewCacheRemovesPartFilesAndTakesCompleteOnesCheckingTheirSize) {

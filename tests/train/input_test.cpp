@@ -369,5 +369,47 @@ TEST(LeftOut, EveryJsonObjectCarriesTheCountAndTheFilesApartFromTheSkips) {
   EXPECT_EQ(loaded["skipped"], 0);
 }
 
+TEST(Network, TheJsonAndTheTextSayWhatRemoteShardsCostAndNothingForLocalData) {
+  EXPECT_TRUE(network_json(std::nullopt).is_null());
+  const nodes::NetworkStats streamed{.requests = 40, .retries = 1, .bytes = 2'500'000, .wait_seconds = 0.75};
+  const nlohmann::ordered_json plain = network_json(streamed);
+  EXPECT_EQ(plain["requests"], 40);
+  EXPECT_EQ(plain["bytes"], 2'500'000);
+  EXPECT_EQ(plain["wait_s"], 0.75);
+  EXPECT_FALSE(plain.contains("cache_hits")) << "no cache, no cache fields";
+  EXPECT_EQ(network_text(streamed), "network: 2.5 MB in 40 requests (1 retries), 0.8 s waiting");
+
+  nodes::NetworkStats cached = streamed;
+  cached.cached = true;
+  cached.cache_hits = 7;
+  cached.cache_misses = 2;
+  cached.cache_budget = 1'000'000'000;
+  EXPECT_EQ(network_json(cached)["cache_hits"], 7);
+  EXPECT_THAT(network_text(cached), ::testing::HasSubstr("cache: 7 hits, 2 misses, 0 prefetched, 0 evictions"));
+
+  FitResult fit;
+  EXPECT_TRUE(to_json(fit)["network"].is_null());
+  fit.network = cached;
+  EXPECT_EQ(to_json(fit)["network"]["cache_misses"], 2);
+  LoaderStats stats;
+  stats.network = streamed;
+  EXPECT_EQ(to_json(stats, LoaderPosition{})["network"]["requests"], 40);
+}
+
+TEST(Network, TheBottleneckSaysNetworkWhenTheReadStageMostlyWaitedOnIt) {
+  graph::StageStats read;
+  read.name = "read";
+  read.busy = std::chrono::seconds(2);
+  graph::StageStats decode;
+  decode.name = "decode";
+  const std::vector<graph::StageStats> stages{read, decode};
+  const nodes::NetworkStats waited{.wait_seconds = 1.5};
+  const nodes::NetworkStats hardly{.wait_seconds = 0.5};
+  EXPECT_EQ(network_or("read", stages, waited), "network");
+  EXPECT_EQ(network_or("read", stages, hardly), "read");
+  EXPECT_EQ(network_or("decode", stages, waited), "decode") << "only the read stage waits on the network";
+  EXPECT_EQ(network_or("read", stages, std::nullopt), "read");
+}
+
 }  // namespace
 }  // namespace stoke::train

@@ -388,7 +388,7 @@ EpochTotals ComputePath::run(const BatchStep& step, const PassOptions& options, 
   if (w.active) totals.seconds = w.seconds();
   const Limit limit = find_limit(w.active ? w.stages(report) : report.stages, stage, totals.seconds);
   totals.compute_busy = limit.compute_busy;
-  totals.bottleneck = limit.stage;
+  totals.bottleneck = network_or(limit.stage, report.stages, impl_->input.dataset->network());
   return totals;
 }
 
@@ -478,7 +478,7 @@ graph::RunReport ComputePath::run_epochs(const BatchStep& step, const PassOption
     totals.skipped_files = name_skips(mine, impl_->input, config);
     const Limit limit = find_limit(mine.stages, stage, totals.seconds);
     totals.compute_busy = limit.compute_busy;
-    totals.bottleneck = limit.stage;
+    totals.bottleneck = network_or(limit.stage, mine.stages, impl_->input.dataset->network());
     // Cut by Ctrl-C: batches were dropped unstepped, or the source stopped before the epoch's end.
     totals.stopped = state.dropped_after_signal.exchange(false) ||
                      (!went_on && (epoch + 1 < from.epoch + epochs || report.stopped || report.cancelled));
@@ -506,6 +506,17 @@ EpochTotals run_epoch(const nodes::DatasetPtr& dataset, const InputConfig& confi
       .run(step, options, {.epoch = config.first_epoch, .skip = config.start, .trace_file = config.trace_file});
 }
 
+namespace {
+
+// How much a stage worked: its busy time, summed over its calls; for an async stage other than
+// the compute (a read stage on threads of its own, many reads outstanding), the share of its
+// slots in use: its busy time is that of every outstanding operation summed.
+std::chrono::nanoseconds stage_load(const graph::StageStats& s) {
+  return s.kind == graph::StageKind::async ? s.busy / std::max(1, s.concurrency) : s.busy;
+}
+
+}  // namespace
+
 Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string& compute_stage, double seconds) {
   Limit limit;
   std::chrono::nanoseconds busiest{0};
@@ -514,8 +525,8 @@ Limit find_limit(const std::vector<graph::StageStats>& stages, const std::string
       // A share of the window: at most 1 (an operation that began before a measured window counts
       // whole, which can lift the sum a little past the window's length).
       limit.compute_busy = seconds > 0 ? std::min(1.0, std::chrono::duration<double>(s.busy).count() / seconds) : 0;
-    } else if (s.busy > busiest) {
-      busiest = s.busy;
+    } else if (const std::chrono::nanoseconds load = stage_load(s); load > busiest) {
+      busiest = load;
       limit.stage = s.name;
     }
   }

@@ -402,6 +402,7 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
       static_cast<std::uint32_t>(options.epochs - first_epoch), at_epoch_end);
   result.epochs = trainer.epoch();
   result.made_up_steps = run.made_up();
+  result.network = train_set->network();
   return result;
 }
 

@@ -1,6 +1,8 @@
 #include "stoke/train/input.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <iterator>
 #include <optional>
 #include <stdexcept>
@@ -8,6 +10,7 @@
 #include <stoke/nodes/dataset_registry.hpp>
 #include <stoke/nodes/decode_augment.hpp>
 #include <stoke/nodes/plugin.hpp>
+#include <stoke/nodes/read_on_threads.hpp>
 #include <stoke/nodes/registry.hpp>
 #if __has_include(<stoke/nodes/opencv_codec.hpp>)
 #include <stoke/nodes/opencv_codec.hpp>
@@ -171,6 +174,17 @@ graph::Concurrency default_concurrency(const InputConfig& config) {
 
 }  // namespace
 
+namespace {
+
+// Remote shards read with a range request per member: every read waits on the network. (With a
+// shard cache, reads are local file reads once the shard is there: the cores read them.)
+bool reads_wait_on_network(const nodes::Dataset& dataset) {
+  const std::optional<nodes::NetworkStats> network = dataset.network();
+  return network && !network->cached;
+}
+
+}  // namespace
+
 graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, const InputConfig& config) {
   const graph::Concurrency parallel = default_concurrency(config);
   nodes::DecodeAugment decode(nodes::Decoder(config.decode), nodes::Augment(input.transforms, config.seed),
@@ -181,9 +195,16 @@ graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, c
   for (std::size_t i = 0; i < config.start; ++i) {
     if (!source()) break;
   }
-  return pipe.source("source", std::move(source))
-      .map("read", nodes::ReadSample(input.dataset),
-           {.concurrency = config.read_concurrency.value_or(parallel), .on_error = config.on_error})
+  graph::Flow<nodes::ItemRef> sourced = pipe.source("source", std::move(source));
+  graph::Flow<nodes::Sample> read =
+      reads_wait_on_network(*input.dataset)
+          ? std::move(sourced).async<nodes::Sample>(
+                "read", nodes::ReadOnThreads(input.dataset, config.network_reads),
+                {.concurrency = graph::parallel(std::max(1, config.network_reads)), .on_error = config.on_error})
+          : std::move(sourced).map(
+                "read", nodes::ReadSample(input.dataset),
+                {.concurrency = config.read_concurrency.value_or(parallel), .on_error = config.on_error});
+  return std::move(read)
       .map("decode", std::move(decode),
            {.concurrency = config.decode_concurrency.value_or(parallel), .on_error = config.on_error})
       .emit<nodes::Batch>(
@@ -256,6 +277,45 @@ void merge_left_out(LeftOut& into, const LeftOut& more, std::size_t max_files) {
     if (into.files.size() >= max_files) break;
     into.files.push_back(file);
   }
+}
+
+namespace {
+
+std::string megabytes(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return text;
+}
+
+}  // namespace
+
+std::string network_text(const nodes::NetworkStats& n) {
+  char head[160];
+  std::snprintf(head, sizeof head, "network: %s in %llu requests (%llu retries), %.1f s waiting",
+                megabytes(n.bytes).c_str(), static_cast<unsigned long long>(n.requests),
+                static_cast<unsigned long long>(n.retries), n.wait_seconds);
+  std::string text = head;
+  if (n.cached) {
+    char cache[200];
+    std::snprintf(
+        cache, sizeof cache, "; cache: %llu hits, %llu misses, %llu prefetched, %llu evictions, %s of %s (peak %s)",
+        static_cast<unsigned long long>(n.cache_hits), static_cast<unsigned long long>(n.cache_misses),
+        static_cast<unsigned long long>(n.cache_prefetched), static_cast<unsigned long long>(n.cache_evictions),
+        megabytes(n.cache_bytes).c_str(), megabytes(n.cache_budget).c_str(), megabytes(n.cache_peak_bytes).c_str());
+    text += cache;
+  }
+  return text;
+}
+
+std::string network_or(std::string stage, const std::vector<graph::StageStats>& stages,
+                       const std::optional<nodes::NetworkStats>& network) {
+  if (stage != "read" || !network) return stage;
+  for (const graph::StageStats& s : stages) {
+    if (s.name == stage && network->wait_seconds > 0.5 * std::chrono::duration<double>(s.busy).count()) {
+      return "network";
+    }
+  }
+  return stage;
 }
 
 std::string epochs_text(const std::vector<std::int64_t>& epochs) {

@@ -26,6 +26,26 @@ Json left_out_files_json(const LeftOut& left_out) {
   return files;
 }
 
+Json network_json(const std::optional<nodes::NetworkStats>& network) {
+  if (!network) return nullptr;
+  const nodes::NetworkStats& n = *network;
+  Json out = {{"requests", n.requests},
+              {"retries", n.retries},
+              {"bytes", n.bytes},
+              {"wait_s", json_number(n.wait_seconds)},
+              {"cached", n.cached}};
+  if (n.cached) {
+    out["cache_hits"] = n.cache_hits;
+    out["cache_misses"] = n.cache_misses;
+    out["cache_prefetched"] = n.cache_prefetched;
+    out["cache_evictions"] = n.cache_evictions;
+    out["cache_bytes"] = n.cache_bytes;
+    out["cache_peak_bytes"] = n.cache_peak_bytes;
+    out["cache_budget"] = n.cache_budget;
+  }
+  return out;
+}
+
 Json to_json(const EpochSummary& s) {
   Json out = {{"epoch", s.epoch},
               {"train_loss", json_number(s.train_loss)},
@@ -72,6 +92,7 @@ Json to_json(const FitResult& r) {
           {"skipped_files", std::move(files)},
           {"left_out", r.left_out.count},
           {"left_out_files", left_out_files_json(r.left_out)},
+          {"network", network_json(r.network)},
           {"stalls", std::move(stalls)},
           {"checkpoint", r.checkpoint.string()},
           {"interrupted", r.interrupted}};

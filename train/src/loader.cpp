@@ -295,6 +295,7 @@ struct Loader::Impl {
     s.batches = batches.load(std::memory_order_relaxed);
     s.images = images.load(std::memory_order_relaxed);
     s.left_out = left_out;
+    s.network = dataset->network();
     std::shared_ptr<LoaderRun> r;
     {
       const std::lock_guard lock(shared);
@@ -318,7 +319,7 @@ struct Loader::Impl {
     for (const graph::StageStats& stage : s.stages) s.skipped += stage.skipped;
     if (so_far.skipped_items.size() > listed_skips) so_far.skipped_items.resize(listed_skips);
     s.skipped_files = name_skips(so_far, r->input, r->config);
-    s.bottleneck = bottleneck(s);
+    s.bottleneck = network_or(bottleneck(s), s.stages, s.network);
     return s;
   }
 
@@ -426,6 +427,7 @@ nlohmann::ordered_json to_json(const LoaderStats& s, const LoaderPosition& posit
           {"skipped_files", std::move(skipped)},
           {"left_out", s.left_out.count},
           {"left_out_files", left_out_files_json(s.left_out)},
+          {"network", network_json(s.network)},
           {"max_in_flight", s.max_in_flight},
           {"stages", std::move(stages)},
           {"decisions", std::move(decisions)}};

@@ -249,6 +249,11 @@ void RunRecorder::left_out(const std::string& dataset, const LeftOut& files) {
   }
 }
 
+void RunRecorder::network(const nodes::NetworkStats& stats) {
+  std::lock_guard lock(mutex_);
+  network_ = stats;
+}
+
 std::vector<RunRecorder::Sample> RunRecorder::samples() const {
   std::lock_guard lock(mutex_);
   return all_samples_locked();
@@ -310,6 +315,10 @@ FitCallbacks record_fit(RunRecorder& recorder, FitCallbacks callbacks, FitRecord
                            .rank_images_per_sec = s.rank_images_per_sec,
                            .allreduce_seconds = s.allreduce_seconds,
                            .allreduce_hidden = allreduce_hidden(s)});
+    if (state->recording.network) {
+      if (const std::optional<nodes::NetworkStats> network = state->recording.network())
+        state->recorder.network(*network);
+    }
     if (!state->recording.html.empty()) {
       state->recorder.write_html(state->recording.html, state->recording.title, state->recording.settings);
     }

@@ -261,6 +261,14 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
   cards.emplace_back("scheduler moves", std::to_string(moves_total_));
   cards.emplace_back("files skipped", thousands(skips_.size()) + (skips_total_ > skips_listed_ ? "+" : ""));
   if (left_out_total_ > 0) cards.emplace_back("left out of the data", thousands(left_out_total_));
+  if (network_) {
+    cards.emplace_back("read over the network", fixed(static_cast<double>(network_->bytes) / 1e6, 1) + " MB");
+    cards.emplace_back("waiting on the network", duration_text(network_->wait_seconds));
+    if (network_->cached) {
+      cards.emplace_back("shard cache hits / misses",
+                         thousands(network_->cache_hits) + " / " + thousands(network_->cache_misses));
+    }
+  }
   if (all_images != train_images)
     cards.emplace_back("images evaluated",
                        thousands(static_cast<std::uint64_t>(std::max<std::int64_t>(0, all_images - train_images))));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <stoke/graph/stats.hpp>
 #include <stoke/nodes/dataset.hpp>
 #include <stoke/train/input.hpp>
@@ -38,6 +39,10 @@ struct InputPipelineResult {
   std::vector<train::SkippedFile> skipped{};  ///< the skipped files named (up to max_listed_skips)
   /// What the dataset left out when it opened (Dataset::ignored()): never read, not in files_read.
   train::LeftOut left_out{};
+  /// What the dataset read over the network (remote shards); nullopt for local data.
+  std::optional<nodes::NetworkStats> network{};
+  /// The busiest stage for its concurrency, or "network" when that is the read stage waiting on it.
+  std::string bottleneck{};
   graph::RunReport report{};                  ///< per-stage stats, the scheduler's moves
   int threads = 0;                            ///< config.threads, or the cores when 0
   double baseline_images_per_sec = 0;         ///< the plain loop's rate; 0 without one
@@ -48,6 +53,8 @@ struct InputPipelineResult {
   /// A stage's busy time as a share of its final concurrency (the scheduler may have moved it)
   /// over the run, in percent.
   double busy_pct(const graph::StageStats& stage) const noexcept;
+  /// The stage with the highest busy_pct ("" without stages).
+  std::string busiest_stage() const;
 };
 
 /// The result as one JSON object (`stoke bench pipeline --json`): "bench":"pipeline", the counts,

@@ -47,6 +47,7 @@ class CachedDataset final : public Dataset {
   Sample read(std::size_t i) const override;
   const std::vector<std::string>& classes() const noexcept override { return inner_->classes(); }
   const std::vector<IgnoredFile>& ignored() const noexcept override { return inner_->ignored(); }
+  std::optional<NetworkStats> network() const override { return inner_->network(); }
 
   CacheStats stats() const noexcept;
   const DatasetPtr& inner() const noexcept { return inner_; }

@@ -20,6 +20,25 @@ struct IgnoredFile {
   std::string reason;
 };
 
+/// What a dataset has read over the network (remote tar shards) since it was opened.
+struct NetworkStats {
+  std::uint64_t requests = 0;  ///< HTTP requests, retries included
+  std::uint64_t retries = 0;
+  std::uint64_t bytes = 0;  ///< bytes received
+  /// Time read() calls spent waiting on the network (range requests, shards downloaded on demand),
+  /// summed over the reading threads.
+  double wait_seconds = 0;
+  /// Shards kept in a local cache folder (the fields below); false: each member read by a range request.
+  bool cached = false;
+  std::uint64_t cache_hits = 0;        ///< shard lookups answered from the folder
+  std::uint64_t cache_misses = 0;      ///< shards downloaded because a read needed them
+  std::uint64_t cache_prefetched = 0;  ///< shards downloaded ahead of the reads
+  std::uint64_t cache_evictions = 0;   ///< shards removed to make room
+  std::uint64_t cache_bytes = 0;       ///< bytes in the folder now (with downloads under way)
+  std::uint64_t cache_peak_bytes = 0;  ///< the most it held
+  std::uint64_t cache_budget = 0;
+};
+
 /// An indexed, immutable collection of samples. read() is thread-safe: the read stage of a
 /// pipeline calls it from several threads at once.
 class Dataset {
@@ -40,6 +59,9 @@ class Dataset {
   virtual const std::vector<std::string>& classes() const noexcept;
   /// Files seen while listing the dataset that are not part of it.
   virtual const std::vector<IgnoredFile>& ignored() const noexcept;
+  /// What reading it has taken from the network so far; nullopt (the default) for a dataset read
+  /// from local files.
+  virtual std::optional<NetworkStats> network() const;
 };
 
 using DatasetPtr = std::shared_ptr<const Dataset>;

@@ -40,11 +40,13 @@
 //     64 + 40N    the string table: S bytes, not terminated
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,7 +57,6 @@
 #include "stoke/nodes/packed.hpp"
 
 namespace stoke::remote {
-class HttpClient;
 class RemoteUrl;
 }  // namespace stoke::remote
 
@@ -63,6 +64,7 @@ namespace stoke::nodes {
 
 namespace detail {
 class MappedFile;
+class RemoteShards;
 struct TarIndex;
 }  // namespace detail
 
@@ -89,6 +91,13 @@ std::vector<std::filesystem::path> expand_shard_pattern(std::string_view pattern
 /// ".tar.zst", ".tar.bz2", ".tar.xz", ".tar.lz4"; TarShards refuses those with an explanation).
 bool is_tar_shard_name(const std::filesystem::path& path);
 
+/// What opening a dataset does with a shard that cannot be opened (missing, forbidden, not a tar,
+/// its index unreadable).
+enum class ShardFailure : std::uint8_t {
+  fail,  ///< the open throws, naming the shard
+  skip,  ///< the shard is left out and listed by ignored() with the reason; the others are read
+};
+
 struct TarShardsOptions {
   /// Field extensions (the part after the field's last '.', without the dot) that are images;
   /// matched case-insensitively. A sample's image is its first member with one of them.
@@ -110,6 +119,25 @@ struct TarShardsOptions {
   bool allow_memory_index = true;
   /// How the shards will be read, for the kernel's read-ahead (madvise), as for PackedDataset.
   PackAccess access = PackAccess::random;
+  /// A shard that cannot be opened fails the open (the default) or is left out and named.
+  ShardFailure on_shard_error = ShardFailure::fail;
+
+  // ---- remote shards (URLs) only
+  /// A folder where whole remote shards are kept (remote::ShardCache: LRU within cache_bytes,
+  /// crash-safe, shared by runs and datasets) and read from. Empty (the default): nothing is kept,
+  /// each member is read with one range request.
+  std::filesystem::path cache_dir{};
+  /// The cache folder's budget in bytes (given with cache_dir): at least the largest shard.
+  std::uint64_t cache_bytes = 0;
+  /// With a cache: download the shards in dataset order in the background, while the folder has
+  /// free room (it removes nothing for that), so reads find them there.
+  bool prefetch = true;
+  /// A request during which no byte arrives for this long fails (and is tried again): a server
+  /// that stops answering never hangs the run.
+  std::chrono::milliseconds stall_limit{std::chrono::seconds(30)};
+  /// Tries after the first for a failure that may pass (5xx, a dropped connection, a stall), after
+  /// a growing wait (250 ms, doubled each time).
+  int retries = 4;
 };
 
 /// How a shard's index was obtained by the TarShards that opened it.
@@ -176,9 +204,11 @@ class TarShards final : public Dataset {
   /// A shard may be a URL (http://, https://, s3://bucket/key; remote::RemoteUrl): its index is
   /// the "X.tar.stoke-idx" beside it on the server when one is there and fits the shard's size,
   /// else the one in index_dir (else fallback_index_dir) made by an earlier open, else built from
-  /// one download of the shard into a temporary file and written there; read() then takes each
-  /// member with one range request (a read that fails names the member and the URL). A missing or
-  /// forbidden shard throws remote::FetchError naming the URL.
+  /// one download of the shard (into the cache folder, else a temporary file) and written there.
+  /// read() then takes each member with one range request, or, with a cache (cache_dir), from the
+  /// shard kept there (downloaded when it is not); a read that fails names the member and the URL.
+  /// A missing or forbidden shard throws remote::FetchError naming the URL (or is left out, with
+  /// ShardFailure::skip); a cache budget below a shard's size throws naming both.
   explicit TarShards(std::vector<std::filesystem::path> shards, TarShardsOptions options = {});
   /// One shard, or a folder of shards.
   explicit TarShards(const std::filesystem::path& shard_or_folder, TarShardsOptions options = {});
@@ -196,6 +226,9 @@ class TarShards final : public Dataset {
   /// "0" .. the largest label; empty when no sample has a label.
   const std::vector<std::string>& classes() const noexcept override { return classes_; }
   const std::vector<IgnoredFile>& ignored() const noexcept override { return ignored_; }
+  /// For remote shards: requests, bytes, time waiting, and the cache's use; nullopt when every
+  /// shard is a local file.
+  std::optional<NetworkStats> network() const override;
 
   /// The sample's key ("train/000017").
   std::string_view key(std::size_t i) const;
@@ -242,7 +275,7 @@ class TarShards final : public Dataset {
   std::vector<std::shared_ptr<const detail::MappedFile>> maps_;  // one per shard; null for a remote one
   std::vector<std::pair<std::uint64_t, std::uint64_t>> files_;   // (st_dev, st_ino) of each mapped shard
   std::vector<std::shared_ptr<const remote::RemoteUrl>> urls_;   // one per shard; null for a local one
-  std::shared_ptr<remote::HttpClient> client_;                   // made with the first remote shard
+  std::unique_ptr<detail::RemoteShards> remote_;                 // made with the first remote shard
   std::vector<std::string> classes_;
   std::vector<IgnoredFile> ignored_;
   std::map<std::string, std::size_t> unused_fields_;

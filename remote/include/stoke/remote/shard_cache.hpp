@@ -24,9 +24,12 @@
 // once (the second waits for the first). An Entry may outlive the cache.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <stop_token>
 #include <string>
 
 #include "stoke/remote/http_client.hpp"
@@ -41,11 +44,16 @@ struct ShardCacheOptions {
   std::uint64_t budget_bytes = 0;
   /// Bytes per range request of a download.
   std::size_t chunk_bytes = std::size_t{8} << 20;
+  /// How long fetch() waits for room held by others (Entries alive, downloads under way) before it
+  /// gives up: 0 (the default) fails at once. A reader that holds its Entries only while it copies
+  /// from them (as TarShards does) waits instead of failing when many threads fetch at once.
+  std::chrono::milliseconds room_wait{0};
 };
 
 struct ShardCacheStats {
   std::uint64_t hits = 0;       ///< fetches answered from the folder
   std::uint64_t misses = 0;     ///< fetches that downloaded
+  std::uint64_t prefetched = 0;  ///< objects prefetch() downloaded
   std::uint64_t evictions = 0;  ///< files removed to make room
   std::uint64_t bytes_downloaded = 0;
   std::uint64_t bytes_held = 0;  ///< kept files and downloads under way, now
@@ -78,6 +86,8 @@ class ShardCache {
 
     const std::filesystem::path& path() const;
     std::uint64_t bytes() const;
+    /// False for an empty Entry (default-made, moved from, or a prefetch that found no room).
+    explicit operator bool() const noexcept { return record_ != nullptr; }
 
    private:
     void release() noexcept;
@@ -90,6 +100,11 @@ class ShardCache {
   /// the download fails (nothing is left behind), std::runtime_error naming the URL and the
   /// budget when no room can be made.
   Entry fetch(const RemoteUrl& url);
+  /// As fetch, for a read that is not needed yet: downloads only into free room (removes nothing,
+  /// waits for nothing) and returns an empty Entry when there is none. A download under way ends
+  /// early, leaving nothing behind, when `stop` is requested (it then throws FetchError, status 0).
+  /// Not counted as a hit or a miss: the fetch() that later finds the object counts the hit.
+  Entry prefetch(const RemoteUrl& url, std::stop_token stop = {});
 
   /// The file name `url` is kept under.
   static std::string file_name(const RemoteUrl& url);
@@ -100,8 +115,13 @@ class ShardCache {
  private:
   // Takes the folder's complete files as cached; removes .part files and what exceeds the budget.
   void adopt_folder();
+  enum class Mode : std::uint8_t { fetch, prefetch };
+  Entry get(const RemoteUrl& url, Mode mode, const std::stop_token& stop);
+  // Makes room for `bytes` more (fetch: removing the least recently used, waiting up to room_wait
+  // for held room; prefetch: only free room). The lock is the state's, held.
+  bool reserve(std::unique_lock<std::mutex>& lock, std::uint64_t bytes, Mode mode);
   // Downloads `url` (`bytes` long) into record's file through a .part file; the bytes are reserved.
-  void download(const RemoteUrl& url, Record& record);
+  void download(const RemoteUrl& url, Record& record, const std::stop_token& stop);
 
   ShardCacheOptions options_;
   std::shared_ptr<HttpClient> client_;

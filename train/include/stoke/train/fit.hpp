@@ -200,6 +200,8 @@ struct FitResult {
   /// What the training set and then the validation set left out when they opened
   /// (Dataset::ignored(), left_out_of): never read, so neither trained on nor counted in `skipped`.
   LeftOut left_out{};
+  /// What the training set read over the network (remote shards); nullopt when it is on local disk.
+  std::optional<nodes::NetworkStats> network{};
   /// Pipeline calls that ran past InputConfig::stall's limit (the item: its file), every pass's.
   std::vector<graph::Stall> stalls{};
   std::filesystem::path checkpoint{};  ///< the newest written, the one to resume from; empty when none

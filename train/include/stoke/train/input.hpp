@@ -95,6 +95,11 @@ struct InputConfig {
   /// on or off; the benchmarks use them to start from a given setting.
   std::optional<graph::Concurrency> read_concurrency{};
   std::optional<graph::Concurrency> decode_concurrency{};
+  /// Reads in flight for a dataset whose every read waits on the network (remote shards without a
+  /// shard cache: a range request per member), each on a thread of its own (nodes::ReadOnThreads)
+  /// so that the stages' cores keep decoding meanwhile; the stage is then an async one, still
+  /// named "read".
+  int network_reads = 16;
   std::size_t prefetch = 4;  ///< batches queued for the consumer (also the pool's spare slots)
   /// The stages' CPU priority (graph::PipelineOptions::nice: 1..19 lower it, 0 leaves it): for a
   /// consumer that computes on the same cores, whose threads should win them (train::Loader).
@@ -208,6 +213,15 @@ LeftOut left_out_of(const nodes::Dataset& dataset, std::size_t max_files = max_l
 /// Adds `more` to `into`: the counts summed, `more`'s files appended while `into` lists fewer than
 /// `max_files` (a run's training and validation sets in one list).
 void merge_left_out(LeftOut& into, const LeftOut& more, std::size_t max_files = max_listed_left_out);
+
+/// One line on what a dataset read over the network (remote shards), for the CLI's text:
+/// "network: 12.3 MB in 40 requests (0 retries), 0.8 s waiting; cache: 7 hits, 2 misses, ...".
+std::string network_text(const nodes::NetworkStats& network);
+
+/// "network" when `stage` is the read stage ("read") and the dataset's reads waited on the network
+/// for most of that stage's busy time; else `stage`. How the bottleneck line can say "network".
+std::string network_or(std::string stage, const std::vector<graph::StageStats>& stages,
+                       const std::optional<nodes::NetworkStats>& network);
 
 /// The dataset's name (a file) for the item at stream position `index` of a run of `input` made
 /// with `config` (its first epoch and start position). After the batch stage, a batch's index is

@@ -21,6 +21,12 @@ nlohmann::ordered_json json_number(std::optional<double> value);
 /// in every object below that has them, and in `stoke bench pipeline --json`).
 nlohmann::ordered_json left_out_files_json(const LeftOut& left_out);
 
+/// What a dataset read over the network (nodes::NetworkStats): requests, retries, bytes, wait_s,
+/// cached, and with a cache cache_hits, cache_misses, cache_prefetched, cache_evictions, cache_bytes,
+/// cache_peak_bytes, cache_budget; null for a dataset on local disk. The "network" of every object
+/// below that reads data, and of `stoke bench pipeline --json`.
+nlohmann::ordered_json network_json(const std::optional<nodes::NetworkStats>& network);
+
 /// One epoch: epoch, train_loss, train_top1, val_top1, val_top5 (null without a validation pass),
 /// images_per_sec, compute_busy, bottleneck, skipped, checkpoint, interrupted.
 nlohmann::ordered_json to_json(const EpochSummary& summary);
@@ -29,8 +35,8 @@ nlohmann::ordered_json to_json(const EpochSummary& summary);
 /// images, seconds, images_per_sec, skipped (one per file and epoch), skipped_files [{file, reason,
 /// epochs}] (each file once, with the epochs from 1 it was skipped in), left_out (what the training
 /// and validation sets left out when they opened: never read, apart from skipped), left_out_files
-/// [{file, reason}] (the first max_listed_left_out), stalls [{stage, item, file, seconds}],
-/// checkpoint, interrupted.
+/// [{file, reason}] (the first max_listed_left_out), network (the training set's), stalls [{stage,
+/// item, file, seconds}], checkpoint, interrupted.
 nlohmann::ordered_json to_json(const FitResult& result);
 
 /// One move of the scheduler (this and the next are defined in loader.cpp): at_s, kind, stage ("in-flight" for the
@@ -40,7 +46,7 @@ nlohmann::ordered_json to_json(const graph::Decision& decision);
 /// A Loader's stats and position: loader, batches, images, seconds, waited_s, bottleneck, epoch,
 /// position, skipped, skipped_files [{file, reason, epochs}] (each file once, with the epochs from 0
 /// it was skipped in), left_out, left_out_files [{file, reason}] (what the dataset left out when it
-/// opened), max_in_flight, stages [{name, items_out,
+/// opened), network, max_in_flight, stages [{name, items_out,
 /// skipped, busy_s, starved_s, blocked_s, concurrency}], decisions. What Loader::write_report
 /// writes and stoke.Loader.stats() returns.
 nlohmann::ordered_json to_json(const LoaderStats& stats, const LoaderPosition& position);

@@ -56,6 +56,8 @@ struct LoaderStats {
   /// What the dataset left out when it opened (Dataset::ignored(), left_out_of): never read,
   /// apart from `skipped`.
   LeftOut left_out{};
+  /// What the dataset has read over the network since it opened (remote shards); else nullopt.
+  std::optional<nodes::NetworkStats> network{};
   double seconds = 0;  ///< since the pipeline started
   double waited = 0;   ///< seconds the caller spent in next() waiting for a batch (it was starved)
   std::size_t max_in_flight = 0;

@@ -127,6 +127,10 @@ class RunRecorder {
   /// dataset (a run's training and validation sets).
   void left_out(const std::string& dataset, const LeftOut& files);
 
+  /// What the training set has read over the network so far (remote shards): the page's cards
+  /// show the bytes, the time waiting and the shard cache's hits. The last call counts.
+  void network(const nodes::NetworkStats& stats);
+
   /// Writes the page atomically (a temporary file next to `path`, renamed over it). `settings`
   /// become the settings table, in order. Throws std::runtime_error naming `path` when it cannot.
   void write_html(const std::filesystem::path& path, const std::string& title,
@@ -208,6 +212,7 @@ class RunRecorder {
   std::uint64_t skips_listed_ = 0;  ///< the skips that skips_ lists
   std::vector<LeftOutFile> left_out_;  ///< at most max_skips_
   std::uint64_t left_out_total_ = 0;   ///< every item the datasets left out, listed or not
+  std::optional<nodes::NetworkStats> network_;
   std::vector<EpochRow> epochs_;
 };
 
@@ -219,6 +224,9 @@ struct FitRecording {
   std::vector<std::pair<std::string, std::string>> settings{};  ///< the settings table, in order
   /// The GPU's utilization 0..1 when known (e.g. from gpu::NvmlMonitor); empty: not known.
   std::function<std::optional<double>()> gpu_busy{};
+  /// What the training set has read over the network (Dataset::network), recorded before each
+  /// write; empty, or nullopt from it: nothing (local data).
+  std::function<std::optional<nodes::NetworkStats>()> network{};
 };
 
 /// `callbacks` with `recorder` fed from them: a phase per pass, a sample per progress call, the
