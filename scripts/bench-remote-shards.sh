@@ -4,7 +4,8 @@
 # request per member (no cache), (3) over loopback HTTP through a shard cache folder (filled by a
 # first, untimed run: the steady state; the cold run's rate is printed too). Interleaved, ROUNDS
 # times (default 5); prints each run, the medians and remote/local. The machine may be shared and
-# noisy: interleaving spreads its moods over all sides.
+# noisy: interleaving spreads its moods over all sides. Each run's CPU time per image (stoke's user +
+# system time, and the server's) says where a difference goes.
 #
 #   scripts/bench-remote-shards.sh STOKE CORPUS [WORK_FOLDER]
 #
@@ -58,14 +59,15 @@ server.max-keep-alive-idle = 60
 server.errorlog = "$work/lighttpd-error.log"
 EOF
   lighttpd -D -f "$work/lighttpd.conf" &
+  server_pid=$!
   base="http://127.0.0.1:$port"
 else
   server="range_server.py (Python)"
   coproc SERVER { exec python3 "$here/../tests/remote/range_server.py" "$shards"; }
   read -r port <&"${SERVER[0]}"
+  server_pid=$SERVER_PID
   base="http://127.0.0.1:$port/files"
 fi
-server_pid=$!
 trap 'kill $server_pid 2> /dev/null || true' EXIT
 for _ in $(seq 50); do  # until it answers
   python3 -c "import urllib.request as u; u.urlopen(u.Request('$base/train-000000.tar', method='HEAD'))" 2> /dev/null &&
@@ -77,25 +79,36 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "stoke: $stoke ($(git -C "$here" rev-parse --short HEAD 2> /dev/null || echo '?'))"
 echo "data: $count shards of $corpus ($(du -sh "$shards" | cut -f1)); server: $server on $base"
 
-exec python3 - "$stoke" "$shards" "$base/train-{000000..$last}.tar" "$work/cache" << 'EOF'
-import json, os, shutil, statistics, subprocess, sys
+python3 - "$stoke" "$shards" "$base/train-{000000..$last}.tar" "$work/cache" "$server_pid" << 'EOF'
+import json, os, resource, shutil, statistics, subprocess, sys
 
-stoke, local, remote, cache = sys.argv[1:5]
+stoke, local, remote, cache, server_pid = sys.argv[1:6]
 rounds = int(os.environ.get("ROUNDS", "5"))
 seconds = os.environ.get("SECONDS_PER_RUN", "15")
 threads = os.environ.get("THREADS", str(os.cpu_count()))
 cached = f"tar cache={cache} cache_bytes=64G"
 sides = {"local": [local], "http": [remote, "--format", "tar"], "http+cache": [remote, "--format", cached]}
 
+def server_cpu():
+    fields = open(f"/proc/{server_pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
 def run(data, length=("--seconds", seconds)):
     command = [stoke, "bench", "pipeline", "--data", *data, "--threads", threads, *length, "--json"]
+    before, server_before = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu()
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = json.loads(out.strip().splitlines()[-1])
+    images = max(1, result["images"])
+    result["cpu_ms"] = 1000 * (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / images
+    result["server_ms"] = 1000 * (server_cpu() - server_before) / images
+    return result
 
 def show(result):
     n = result.get("network") or {}
     wait = f", waited {n['wait_s']} s on the network" if n else ""
-    return f"{result['images_per_sec']:7.1f} images/s (limited by {result['bottleneck']}{wait})"
+    return (f"{result['images_per_sec']:7.1f} images/s, CPU ms/image: stoke {result['cpu_ms']:.3f} server "
+            f"{result['server_ms']:.3f} (limited by {result['bottleneck']}{wait})")
 
 shutil.rmtree(cache, ignore_errors=True)
 cold = run(sides["http+cache"], ("--epochs", "1"))  # fills the cache
@@ -104,12 +117,16 @@ runs = {side: [] for side in sides}
 for r in range(1, rounds + 1):
     for side, data in sides.items():
         result = run(data)
-        runs[side].append(result["images_per_sec"])
+        runs[side].append(result)
         print(f"round {r} of {rounds}: {side:10} {show(result)}", flush=True)
 
-median = {side: statistics.median(rates) for side, rates in runs.items()}
-for side, rates in runs.items():
-    print(f"{side:10} median {median[side]:.1f} images/s ({min(rates):.1f}-{max(rates):.1f})")
+median = {}
+for side, results in runs.items():
+    rates = [x["images_per_sec"] for x in results]
+    median[side] = statistics.median(rates)
+    cpu = statistics.median(x["cpu_ms"] + x["server_ms"] for x in results)
+    print(f"{side:10} median {median[side]:.1f} images/s ({min(rates):.1f}-{max(rates):.1f}), "
+          f"CPU ms/image (stoke + server) {cpu:.3f}")
 for side in ("http", "http+cache"):
     print(f"{side} / local: {median[side] / median['local']:.3f}")
 EOF

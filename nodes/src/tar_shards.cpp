@@ -457,11 +457,44 @@ std::string TarShards::name(std::size_t i) const {
   return str(shards_[it.shard].path) + "#" + std::string(key(i));
 }
 
-Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_view field) const {
+// A remote sample's members fetched together: one range request from `offset`.
+struct detail::FetchedSpan {
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  std::uint64_t offset = 0;
+};
+
+// The members a remote sample reads (image, mask, .json) lie next to each other in its shard, a
+// header or two apart: one range request over all of them instead of one each.
+std::optional<detail::FetchedSpan> TarShards::fetch_together(const Item& it) const {
+  if (!urls_[it.shard] || (it.mask_field == no_field && !it.has_json)) return std::nullopt;
+  std::uint64_t begin = it.image.offset, end = it.image.offset + it.image.size, used = it.image.size;
+  for (const auto& [member, read] : {std::pair(it.mask, it.mask_field != no_field), std::pair(it.json, it.has_json)}) {
+    if (!read) continue;
+    begin = std::min(begin, member.offset);
+    end = std::max(end, member.offset + member.size);
+    used += member.size;
+  }
+  constexpr std::uint64_t most_between = 64 * 1024;  // headers, and a field not read
+  if (end > shards_[it.shard].bytes || end - begin > used + most_between) return std::nullopt;
+  auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(end - begin));
+  try {
+    remote_->read(*urls_[it.shard], begin, *bytes);
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error(name(static_cast<std::size_t>(&it - items_.data())) + ": " + error.what());
+  }
+  return detail::FetchedSpan{std::move(bytes), begin};
+}
+
+Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_view field,
+                              const std::optional<detail::FetchedSpan>& fetched) const {
   const auto member_name = [&]() {
     return str(shards_[it.shard].path) + "#" + std::string(keys_.substr(it.key_offset, it.key_size)) + "." +
            std::string(field);
   };
+  if (fetched) {
+    const auto at = static_cast<std::size_t>(member.offset - fetched->offset);
+    return Bytes(fetched->bytes, std::span<const std::byte>(*fetched->bytes).subspan(at, member.size));
+  }
   if (const std::shared_ptr<const remote::RemoteUrl>& url = urls_[it.shard]) {
     const std::uint64_t bytes = shards_[it.shard].bytes;
     if (member.offset > bytes || member.size > bytes - member.offset) {
@@ -498,17 +531,18 @@ Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_
 Sample TarShards::read(std::size_t i) const {
   const Item& it = item(i);
   Sample sample;
-  sample.bytes = member_bytes(it, it.image, fields_[it.image_field]);
+  const std::optional<detail::FetchedSpan> fetched = fetch_together(it);
+  sample.bytes = member_bytes(it, it.image, fields_[it.image_field], fetched);
   sample.encoding = Encoding::encoded;
   sample.label = it.label;
   sample.index = i;
   sample.name = name(i);
   if (it.mask_field != no_field) {
-    sample.mask = member_bytes(it, it.mask, fields_[it.mask_field]);
+    sample.mask = member_bytes(it, it.mask, fields_[it.mask_field], fetched);
     sample.mask_name = sample.name + "." + fields_[it.mask_field];
   }
   if (it.has_json) {
-    const Bytes json = member_bytes(it, it.json, "json");
+    const Bytes json = member_bytes(it, it.json, "json", fetched);
     const std::string json_name = sample.name + ".json";
     nlohmann::json object;
     try {

@@ -608,6 +608,24 @@ TEST_F(RemoteTarShards, ReadOnThreadsReadsManyAtOnceAndAccountsForEveryItem) {
   }
 }
 
+TEST_F(RemoteTarShards, ASampleWithAMaskAndTargetsIsOneRangeRequest) {
+  const std::vector<std::byte> image = test::small_jpeg(1), mask = test::small_jpeg(2);
+  write_tar(dir_ / "served" / "seg.tar", {{"a.jpg", image},
+                                          {"a.txt", text("a field not read, between the others")},
+                                          {"a.mask.png", mask},
+                                          {"a.json", text(R"({"age": 63})")},
+                                          {"b.jpg", image}});
+  TarShardsOptions options = index_in("index");
+  const TarShards remote(std::vector<fs::path>{url("seg.tar")}, options);
+  const std::uint64_t before = remote.network().value().requests;
+  const Sample a = remote.read(0);
+  EXPECT_EQ(remote.network().value().requests - before, 1u) << "image, mask and .json in one request";
+  EXPECT_EQ(test::to_vector(a.bytes), image);
+  EXPECT_EQ(test::to_vector(a.mask), mask);
+  EXPECT_EQ(a.targets.at("age").values, std::vector<float>{63});
+  EXPECT_EQ(test::to_vector(remote.read(1).bytes), image);
+}
+
 TEST_F(RemoteTarShards, AShardThatCannotBeOpenedIsLeftOutAndNamedWhenThePolicySaysSkip) {
   TarShardsOptions options = index_in("index");
   options.on_shard_error = ShardFailure::skip;

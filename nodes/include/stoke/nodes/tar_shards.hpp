@@ -63,6 +63,7 @@ class RemoteUrl;
 namespace stoke::nodes {
 
 namespace detail {
+struct FetchedSpan;
 class MappedFile;
 class RemoteShards;
 struct TarIndex;
@@ -266,7 +267,10 @@ class TarShards final : public Dataset {
                    std::map<std::string, std::string>& unused_first);
   std::uint32_t field_id(std::string_view field);
   const Item& item(std::size_t i) const;
-  Bytes member_bytes(const Item& item, const Member& member, std::string_view field) const;
+  // A remote sample's members in one range request, when it reads more than its image.
+  std::optional<detail::FetchedSpan> fetch_together(const Item& item) const;
+  Bytes member_bytes(const Item& item, const Member& member, std::string_view field,
+                     const std::optional<detail::FetchedSpan>& fetched) const;
 
   std::vector<Item> items_;
   std::string keys_;                 // every sample's key, back to back
