@@ -767,11 +767,11 @@ TEST_F(RemoteTarShards, TheRegistryTakesTheCacheAndThePolicyAsParameters) {
               HasSubstr("give cache and cache_bytes together"));
 }
 
-// ---- remote shards on an S3-compatible server: s3rver (npm), as ctest's nodes.tar_shards_against_s3rver runs it
+// ---- remote shards on an S3-compatible server: s3rver (npm), as ctest's remote.tar_shards_against_s3rver runs it
 
 TEST(S3TarShards, GiveTheSameSamplesAsTheSameShardsOnDiskStreamedOrCached) {
   if (!remote::S3Server::available())
-    GTEST_SKIP() << "needs s3rver (STOKE_TEST_S3RVER; ctest's nodes.tar_shards_against_s3rver)";
+    GTEST_SKIP() << "needs s3rver (STOKE_TEST_S3RVER; ctest's remote.tar_shards_against_s3rver)";
   TempDir dir;
   write_tar(dir / "a.tar", labelled_samples(4, 0));
   write_tar(dir / "b.tar", labelled_samples(3, 4));
