@@ -45,19 +45,6 @@ struct PackConfig {
   bool json = false;
 };
 
-/// "532 bytes", "20.6 KB", "1.1 MB", "3.2 GB".
-std::string human_bytes(std::uint64_t bytes) {
-  if (bytes < 1000) return std::to_string(bytes) + " bytes";
-  const char* units[] = {"KB", "MB", "GB", "TB"};
-  double value = static_cast<double>(bytes) / 1e3;
-  int unit = 0;
-  while (value >= 1000 && unit < 3) {
-    value /= 1e3;
-    ++unit;
-  }
-  return format("%.1f %s", value, units[unit]);
-}
-
 /// Prints a list of skipped files (nodes::PackFailure or IgnoredFile) under `title`; all of them
 /// with --verbose, else the first 20.
 template <class File>
@@ -211,12 +198,14 @@ std::size_t print_tar_result(const PackConfig& c, const nodes::PackReport& repor
   const auto& shards = report.shards;
   const bool indexed = !shards.front().index.empty();
   std::printf("wrote %zu tar shard%s (%zu items, %s): %s%s%s%s, in %.1f s\n", shards.size(),
-              shards.size() == 1 ? "" : "s", items, human_bytes(shard_bytes).c_str(), shards.front().path.c_str(),
-              shards.size() > 1 ? " .. " : "", shards.size() > 1 ? shards.back().path.c_str() : "",
-              indexed ? ", each with its index (.stoke-idx)" : "", report.seconds);
+              shards.size() == 1 ? "" : "s", items, base::byte_size_text(shard_bytes).c_str(),
+              shards.front().path.c_str(), shards.size() > 1 ? " .. " : "",
+              shards.size() > 1 ? shards.back().path.c_str() : "", indexed ? ", each with its index (.stoke-idx)" : "",
+              report.seconds);
   if (c.verbose || shards.size() <= 10) {
     for (const nodes::TarShardSummary& shard : shards) {
-      std::printf("  %s: %zu items, %s\n", shard.path.c_str(), shard.samples, human_bytes(shard.bytes).c_str());
+      std::printf("  %s: %zu items, %s\n", shard.path.c_str(), shard.samples,
+                  base::byte_size_text(shard.bytes).c_str());
     }
   }
   std::string about = "classes: " + std::to_string(classes.size());
@@ -297,8 +286,8 @@ int pack(int argc, char** argv) {
   } else {
     const nodes::PackSummary& summary = report.summary;
     std::printf("wrote %s (%zu items, %s) and %s (%s) in %.1f s\n", summary.data.c_str(), summary.items,
-                human_bytes(summary.data_bytes).c_str(), summary.index.c_str(),
-                human_bytes(summary.index_bytes).c_str(), report.seconds);
+                base::byte_size_text(summary.data_bytes).c_str(), summary.index.c_str(),
+                base::byte_size_text(summary.index_bytes).c_str(), report.seconds);
     std::printf("classes: %zu\n", dataset->classes().size());
   }
   if (c.resize > 0) {

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
 namespace stoke::base {
@@ -30,6 +31,20 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
     return value * scale;
   }
   return std::nullopt;
+}
+
+std::string byte_size_text(std::uint64_t bytes) {
+  if (bytes < 1000) return std::to_string(bytes) + " bytes";
+  static constexpr const char* units[] = {"KB", "MB", "GB", "TB"};
+  double value = static_cast<double>(bytes) / 1e3;
+  int unit = 0;
+  while (value >= 1000 && unit < 3) {
+    value /= 1e3;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %s", value, units[unit]);
+  return text;
 }
 
 }  // namespace stoke::base

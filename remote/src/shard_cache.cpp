@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -26,6 +27,7 @@ struct ShardCache::Record {
   bool checked = false;  // its size compared with the object's in this process
   int users = 0;         // Entries alive
   std::uint64_t last_use = 0;
+  std::optional<std::chrono::steady_clock::time_point> touched{};  // when this process last set the file's time
 };
 
 struct ShardCache::State {
@@ -250,8 +252,14 @@ ShardCache::Entry ShardCache::get(const RemoteUrl& url, Mode mode, const std::st
     }
     record->last_use = ++s.clock;
     ++s.stats.hits;
-    std::error_code ignored;
-    fs::last_write_time(record->path, fs::file_time_type::clock::now(), ignored);  // LRU across runs
+    // The file's time orders the next run's LRU; a reader fetches once per member, so the file is
+    // touched at most once a minute rather than on every hit.
+    if (const auto now = std::chrono::steady_clock::now();
+        !record->touched || now - *record->touched > std::chrono::minutes(1)) {
+      record->touched = now;
+      std::error_code ignored;
+      fs::last_write_time(record->path, fs::file_time_type::clock::now(), ignored);
+    }
     return Entry(state_, record);
   }
 

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <stoke/base/byte_size.hpp>
 #include <stoke/nodes/collate.hpp>
 #include <stoke/nodes/dataset_registry.hpp>
 #include <stoke/nodes/decode_augment.hpp>
@@ -279,29 +280,20 @@ void merge_left_out(LeftOut& into, const LeftOut& more, std::size_t max_files) {
   }
 }
 
-namespace {
-
-std::string megabytes(std::uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / 1e6);
-  return text;
-}
-
-}  // namespace
-
 std::string network_text(const nodes::NetworkStats& n) {
   char head[160];
   std::snprintf(head, sizeof head, "network: %s in %llu requests (%llu retries), %.1f s waiting",
-                megabytes(n.bytes).c_str(), static_cast<unsigned long long>(n.requests),
+                base::byte_size_text(n.bytes).c_str(), static_cast<unsigned long long>(n.requests),
                 static_cast<unsigned long long>(n.retries), n.wait_seconds);
   std::string text = head;
   if (n.cached) {
     char cache[200];
-    std::snprintf(
-        cache, sizeof cache, "; cache: %llu hits, %llu misses, %llu prefetched, %llu evictions, %s of %s (peak %s)",
-        static_cast<unsigned long long>(n.cache_hits), static_cast<unsigned long long>(n.cache_misses),
-        static_cast<unsigned long long>(n.cache_prefetched), static_cast<unsigned long long>(n.cache_evictions),
-        megabytes(n.cache_bytes).c_str(), megabytes(n.cache_budget).c_str(), megabytes(n.cache_peak_bytes).c_str());
+    std::snprintf(cache, sizeof cache,
+                  "; cache: %llu hits, %llu misses, %llu prefetched, %llu evictions, %s of %s (peak %s)",
+                  static_cast<unsigned long long>(n.cache_hits), static_cast<unsigned long long>(n.cache_misses),
+                  static_cast<unsigned long long>(n.cache_prefetched),
+                  static_cast<unsigned long long>(n.cache_evictions), base::byte_size_text(n.cache_bytes).c_str(),
+                  base::byte_size_text(n.cache_budget).c_str(), base::byte_size_text(n.cache_peak_bytes).c_str());
     text += cache;
   }
   return text;

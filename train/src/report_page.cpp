@@ -6,6 +6,7 @@
 #include <ctime>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <stoke/base/byte_size.hpp>
 #include <string_view>
 #include <utility>
 
@@ -262,7 +263,7 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
   cards.emplace_back("files skipped", thousands(skips_.size()) + (skips_total_ > skips_listed_ ? "+" : ""));
   if (left_out_total_ > 0) cards.emplace_back("left out of the data", thousands(left_out_total_));
   if (network_) {
-    cards.emplace_back("read over the network", fixed(static_cast<double>(network_->bytes) / 1e6, 1) + " MB");
+    cards.emplace_back("read over the network", base::byte_size_text(network_->bytes));
     cards.emplace_back("waiting on the network", duration_text(network_->wait_seconds));
     if (network_->cached) {
       cards.emplace_back("shard cache hits / misses",
