@@ -2,7 +2,9 @@
 # Remote tar shards against the same shards on local disk: `stoke bench pipeline` on a photo corpus
 # packed into tar shards, read (1) from the local folder, (2) over loopback HTTP with a range
 # request per member (no cache), (3) over loopback HTTP through a shard cache folder (filled by a
-# first, untimed run: the steady state; the cold run's rate is printed too). Interleaved, ROUNDS
+# first, untimed run: the steady state; the cold run's rate is printed too), and in an order by
+# shards (the tar format's window=WINDOW, default 2) (4) from the local folder and (5) over
+# loopback HTTP without a cache, whole shards streamed into memory ahead of the reads. Interleaved, ROUNDS
 # times (default 5); prints each run, the medians and remote/local. The machine may be shared and
 # noisy: interleaving spreads its moods over all sides. Each run's CPU time per image (stoke's user +
 # system time, and the server's) says where a difference goes.
@@ -87,7 +89,9 @@ rounds = int(os.environ.get("ROUNDS", "5"))
 seconds = os.environ.get("SECONDS_PER_RUN", "15")
 threads = os.environ.get("THREADS", str(os.cpu_count()))
 cached = f"tar cache={cache} cache_bytes=64G"
-sides = {"local": [local], "http": [remote, "--format", "tar"], "http+cache": [remote, "--format", cached]}
+window = f"tar window={os.environ.get('WINDOW', '2')}"
+sides = {"local": [local], "http": [remote, "--format", "tar"], "http+cache": [remote, "--format", cached],
+         "local+window": [local, "--format", window], "http+window": [remote, "--format", window]}
 
 def server_cpu():
     fields = open(f"/proc/{server_pid}/stat").read().rsplit(")", 1)[1].split()
@@ -129,4 +133,6 @@ for side, results in runs.items():
           f"CPU ms/image (stoke + server) {cpu:.3f}")
 for side in ("http", "http+cache"):
     print(f"{side} / local: {median[side] / median['local']:.3f}")
+print(f"http+window / local+window (the same order by shards, streamed without a cache): "
+      f"{median['http+window'] / median['local+window']:.3f}")
 EOF

@@ -96,6 +96,15 @@ TarShardsOptions tar_options(const Params& p) {
         " cache_bytes=20G), or neither");
   }
   options.prefetch = p.get_bool("prefetch", true);
+  const int window = p.get_int("window", 0);
+  if (window < 0) throw std::invalid_argument("tar: parameter window=" + std::to_string(window) + " is below 0");
+  options.window = static_cast<std::uint32_t>(window);
+  const std::string memory = p.get_string("memory", "2G");
+  const std::optional<std::uint64_t> memory_bytes = base::parse_byte_size(memory);
+  if (!memory_bytes) {
+    throw std::invalid_argument("tar: parameter memory='" + memory + "' is not a size like 512M or 2G");
+  }
+  options.memory_bytes = *memory_bytes;
   return options;
 }
 
@@ -108,7 +117,13 @@ DatasetEntry tar_entry() {
                       "a shard that cannot be opened (missing, forbidden, not a tar): fail, or skip it and name it"},
                      {"cache", "string", "", "remote shards: a folder to keep whole shards in (empty: range reads)"},
                      {"cache_bytes", "string", "0", "remote shards: the cache folder's budget, e.g. 20G"},
-                     {"prefetch", "bool", "true", "remote shards: fill the cache's free room ahead of the reads"}},
+                     {"prefetch", "bool", "true", "remote shards: fill the cache's free room ahead of the reads"},
+                     {"window", "int", "0",
+                      "shuffle by shards: visit the shards in a shuffled order this many at a time, the samples of "
+                      "each window shuffled together (0: every sample among all)"},
+                     {"memory", "string", "2G",
+                      "remote shards without a cache: stream whole shards into memory ahead of the reads, within "
+                      "this budget (0: a range request per sample); give a window"}},
           .open = [](const fs::path& path, const Params& p) -> DatasetPtr {
             const TarShardsOptions options = tar_options(p);
             if (!fs::exists(path) && is_shard_pattern(path)) {

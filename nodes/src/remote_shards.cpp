@@ -104,7 +104,10 @@ RemoteShards::RemoteShards(const TarShardsOptions& options)
         "TarShards: a shard cache needs both a folder and a byte budget (cache_dir and cache_bytes); give neither "
         "to read each member with a range request");
   }
-  if (options.cache_dir.empty()) return;
+  if (options.cache_dir.empty()) {
+    memory_bytes_ = options.memory_bytes;
+    return;
+  }
   cache_ = std::make_unique<remote::ShardCache>(
       remote::ShardCacheOptions{.folder = options.cache_dir,
                                 .budget_bytes = options.cache_bytes,
@@ -156,6 +159,25 @@ void RemoteShards::prefetch(std::vector<std::shared_ptr<const remote::RemoteUrl>
   });
 }
 
+void RemoteShards::start_stream(std::vector<ShardStream::Shard> shards) {
+  if (cache_ || memory_bytes_ == 0) return;
+  stream_ = std::make_unique<ShardStream>(client_, std::move(shards), memory_bytes_);
+}
+
+void RemoteShards::plan(const std::vector<std::pair<std::size_t, std::uint64_t>>& reads) {
+  if (stream_) stream_->plan(reads);
+}
+
+ShardStream::Buffer RemoteShards::held(std::size_t shard) const {
+  if (!stream_) return nullptr;
+  const WaitTimer timer(wait_ns_);
+  return stream_->held(shard);
+}
+
+void RemoteShards::done(std::size_t shard) const {
+  if (stream_) stream_->done(shard);
+}
+
 NetworkStats RemoteShards::stats() const {
   const remote::FetchStats fetched = client_->stats();
   NetworkStats stats{.requests = fetched.requests,
@@ -172,6 +194,12 @@ NetworkStats RemoteShards::stats() const {
     stats.cache_bytes = cached.bytes_held;
     stats.cache_peak_bytes = cached.peak_bytes_held;
     stats.cache_budget = cache_->options().budget_bytes;
+  }
+  if (stream_) {
+    const ShardStreamStats streamed = stream_->stats();
+    stats.stream_budget = streamed.budget;
+    stats.stream_shards = streamed.shards;
+    stats.stream_peak_bytes = streamed.peak_bytes;
   }
   return stats;
 }

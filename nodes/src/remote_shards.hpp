@@ -1,5 +1,6 @@
 // RemoteShards: how TarShards reads the shards it was given as URLs (private to stoke::nodes) --
-// each member with one range request, or, given a cache folder, from whole shards kept there
+// each member with one range request, or from whole shards streamed into memory in the order of
+// the coming reads (ShardStream), or, given a cache folder, from whole shards kept there
 // (remote::ShardCache), downloaded ahead of the reads while the folder has free room.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "shard_stream.hpp"
 #include "stoke/nodes/dataset.hpp"
 #include "stoke/nodes/tar_shards.hpp"
 
@@ -50,11 +52,23 @@ class RemoteShards {
   /// Nothing without a cache.
   void prefetch(std::vector<std::shared_ptr<const remote::RemoteUrl>> shards);
 
+  /// Without a cache and with a memory budget: streams whole shards into memory as plan() says
+  /// (ShardStream). `shards` by the dataset's shard index (a null URL: a local shard).
+  void start_stream(std::vector<ShardStream::Shard> shards);
+  /// The coming reads, (shard, reads) in the order of each shard's first; nothing when not streaming.
+  void plan(const std::vector<std::pair<std::size_t, std::uint64_t>>& reads);
+  /// The whole shard when streamed into memory (after waiting for its download); null otherwise.
+  ShardStream::Buffer held(std::size_t shard) const;
+  /// A read of `shard` is over (whatever became of it).
+  void done(std::size_t shard) const;
+
   NetworkStats stats() const;
 
  private:
   std::shared_ptr<remote::HttpClient> client_;
   std::unique_ptr<remote::ShardCache> cache_;
+  std::uint64_t memory_bytes_ = 0;
+  std::unique_ptr<ShardStream> stream_;
   mutable std::atomic<std::uint64_t> wait_ns_{0};
   std::jthread prefetcher_;  // last: stopped and joined before the cache goes
 };

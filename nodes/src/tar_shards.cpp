@@ -163,6 +163,12 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
   int largest = -1;
   for (const Item& item : items_) largest = std::max(largest, static_cast<int>(item.label));
   for (int c = 0; c <= largest; ++c) classes_.push_back(std::to_string(c));
+  auto starts = std::make_shared<std::vector<std::uint64_t>>();
+  for (const TarShardInfo& shard : shards_) {
+    if (shard.samples > 0) starts->push_back(shard.first);
+  }
+  group_starts_ = std::move(starts);
+  window_ = options.window;
   if (remote_ && options.prefetch) {
     std::vector<std::shared_ptr<const remote::RemoteUrl>> order;
     for (const auto& url : urls_) {
@@ -170,6 +176,25 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
     }
     remote_->prefetch(std::move(order));
   }
+  if (remote_ && window_ > 0) {  // an order by shards: whole shards streamed ahead of the reads
+    std::vector<detail::ShardStream::Shard> streamed;
+    for (std::size_t s = 0; s < shards_.size(); ++s) streamed.push_back({urls_[s], shards_[s].bytes});
+    remote_->start_stream(std::move(streamed));
+  }
+}
+
+Groups TarShards::groups() const { return {group_starts_, window_}; }
+
+void TarShards::will_read(std::span<const std::uint64_t> items) const {
+  if (!remote_) return;
+  std::vector<std::uint64_t> reads(shards_.size(), 0);
+  std::vector<std::pair<std::size_t, std::uint64_t>> plan;  // shards by first read
+  for (const std::uint64_t i : items) {
+    const std::size_t shard = item(static_cast<std::size_t>(i)).shard;
+    if (reads[shard]++ == 0) plan.emplace_back(shard, 0);
+  }
+  for (auto& [shard, count] : plan) count = reads[shard];
+  remote_->plan(plan);
 }
 
 TarShards::~TarShards() = default;
@@ -463,10 +488,13 @@ struct detail::FetchedSpan {
   std::uint64_t offset = 0;
 };
 
-// The members a remote sample reads (image, mask, .json) lie next to each other in its shard, a
-// header or two apart: one range request over all of them instead of one each.
+// A remote sample's members: in its whole shard when that is streamed into memory; else, as they
+// lie next to each other in the shard (image, mask, .json a header or two apart), one range
+// request over all of them instead of one each.
 std::optional<detail::FetchedSpan> TarShards::fetch_together(const Item& it) const {
-  if (!urls_[it.shard] || (it.mask_field == no_field && !it.has_json)) return std::nullopt;
+  if (!urls_[it.shard]) return std::nullopt;
+  if (detail::ShardStream::Buffer whole = remote_->held(it.shard)) return detail::FetchedSpan{std::move(whole), 0};
+  if (it.mask_field == no_field && !it.has_json) return std::nullopt;
   std::uint64_t begin = it.image.offset, end = it.image.offset + it.image.size, used = it.image.size;
   for (const auto& [member, read] : {std::pair(it.mask, it.mask_field != no_field), std::pair(it.json, it.has_json)}) {
     if (!read) continue;
@@ -492,6 +520,10 @@ Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_
            std::string(field);
   };
   if (fetched) {
+    if (member.offset < fetched->offset || member.offset - fetched->offset > fetched->bytes->size() ||
+        member.size > fetched->bytes->size() - (member.offset - fetched->offset)) {
+      throw std::runtime_error(member_name() + ": its bytes lie outside the shard (corrupt index)");
+    }
     const auto at = static_cast<std::size_t>(member.offset - fetched->offset);
     return Bytes(fetched->bytes, std::span<const std::byte>(*fetched->bytes).subspan(at, member.size));
   }
@@ -528,8 +560,28 @@ Bytes TarShards::member_bytes(const Item& it, const Member& member, std::string_
                map.bytes().subspan(static_cast<std::size_t>(member.offset), static_cast<std::size_t>(member.size)));
 }
 
+namespace {
+
+// Tells the stream that a read of a remote shard is over, however it ends.
+class ReadDone {
+ public:
+  ReadDone(const detail::RemoteShards* remote, std::size_t shard) : remote_(remote), shard_(shard) {}
+  ~ReadDone() {
+    if (remote_) remote_->done(shard_);
+  }
+  ReadDone(const ReadDone&) = delete;
+  ReadDone& operator=(const ReadDone&) = delete;
+
+ private:
+  const detail::RemoteShards* remote_;
+  std::size_t shard_;
+};
+
+}  // namespace
+
 Sample TarShards::read(std::size_t i) const {
   const Item& it = item(i);
+  const ReadDone done(urls_[it.shard] ? remote_.get() : nullptr, it.shard);
   Sample sample;
   const std::optional<detail::FetchedSpan> fetched = fetch_together(it);
   sample.bytes = member_bytes(it, it.image, fields_[it.image_field], fetched);

@@ -394,7 +394,8 @@ class Loader:
         it opened (never read: a file outside a class folder, a tar member that is a link or whose
         .cls is not a number, a sample without an image, ...) and "left_out_files" lists the first
         100 of them ({"file", "reason"}). "network" (None for local data) says what remote shards
-        cost: requests, retries, bytes, wait_s, and the shard cache's hits, misses and bytes."""
+        cost: requests, retries, bytes, wait_s, the shard cache's hits, misses and bytes, and the shards
+        streamed into memory (stream_shards, stream_peak_bytes, stream_budget)."""
         return json.loads(self._native.stats_json())
 
     def write_report(self, path):

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -755,6 +757,106 @@ TEST_F(RemoteTarShards, AResumedEpochFetchesOnlyTheItemsStillToRead) {
   EXPECT_EQ(kept.bytes, fs::file_size(dir_ / "served" / "b.tar"));
 }
 
+// ---- remote shards streamed into memory (a window, no cache folder)
+
+class StreamedTarShards : public RemoteTarShards {
+ protected:
+  void SetUp() override {
+    RemoteTarShards::SetUp();
+    write_tar(dir_ / "served" / "c.tar", labelled_samples(5, 7));
+    write_tar(dir_ / "served" / "d.tar", labelled_samples(6, 12));
+    for (const char* name : {"a.tar", "b.tar", "c.tar", "d.tar"}) {
+      urls_.push_back(url(name));
+      paths_.push_back(dir_ / "served" / name);
+      largest_ = std::max<std::uint64_t>(largest_, fs::file_size(paths_.back()));
+      total_ += fs::file_size(paths_.back());
+    }
+    (void)TarShards(urls_, index_in("index"));  // indexes made beforehand: no download at the open
+  }
+  // Waits (up to 10 s) until the stream has downloaded `shards` shards.
+  static NetworkStats streamed(const Dataset& dataset, std::uint64_t shards) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (dataset.network().value().stream_shards < shards && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return dataset.network().value();
+  }
+
+  std::vector<fs::path> urls_, paths_;
+  std::uint64_t largest_ = 0, total_ = 0;
+};
+
+TEST_F(StreamedTarShards, AWindowStreamsWholeShardsAheadOfTheReadsInTheSameOrderAsOnDisk) {
+  TarShardsOptions options = index_in("index");
+  options.window = 2;
+  options.memory_bytes = total_;  // every shard fits
+  const auto shards = std::make_shared<const TarShards>(urls_, options);
+  TarShardsOptions on_disk = index_in("local-index");
+  on_disk.window = 2;
+  const TarShards local(paths_, on_disk);
+  const OrderOptions order{.shuffle = true, .seed = 9, .groups = shards->groups()};
+  ASSERT_EQ(order.groups.window, 2u);
+  EXPECT_EQ(EpochOrder(shards->size(), order).indices(0),
+            EpochOrder(local.size(), {.shuffle = true, .seed = 9, .groups = local.groups()}).indices(0));
+
+  const NetworkStats opened = shards->network().value();
+  EXPECT_EQ(opened.stream_budget, total_);
+  DatasetSource source(shards, order);
+  std::optional<ItemRef> ref = source();  // tells the dataset the epoch's order: the downloads start
+  const NetworkStats ready = streamed(*shards, 4);
+  ASSERT_EQ(ready.stream_shards, 4u);
+  EXPECT_EQ(ready.requests - opened.requests, 4u) << "one request per shard";
+  for (; ref; ref = source()) {
+    const std::size_t i = ref->index;
+    EXPECT_EQ(test::to_vector(shards->read(i).bytes), test::to_vector(local.read(i).bytes)) << i;
+  }
+  const NetworkStats after = shards->network().value();
+  EXPECT_EQ(after.requests, ready.requests) << "every read from memory";
+  EXPECT_EQ(after.stream_peak_bytes, total_);
+}
+
+TEST_F(StreamedTarShards, TheStreamStaysWithinItsBudgetWhileThreadsReadAnEpoch) {
+  TarShardsOptions options = index_in("index");
+  options.window = 2;
+  options.memory_bytes = 2 * largest_;  // two shards at a time, for a window of two
+  const auto shards = std::make_shared<const TarShards>(urls_, options);
+  DatasetSource source(shards, {.shuffle = true, .seed = 3, .groups = shards->groups()}, /*epochs=*/2);
+  std::mutex mutex;
+  std::atomic<std::size_t> read{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      while (true) {
+        std::optional<ItemRef> ref;
+        {
+          const std::lock_guard lock(mutex);
+          ref = source();
+        }
+        if (!ref) return;
+        const Sample sample = shards->read(ref->index);
+        if (test::to_vector(sample.bytes) == test::small_jpeg(static_cast<int>(ref->index))) ++read;
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_EQ(read.load(), 2 * shards->size());
+  const NetworkStats stats = shards->network().value();
+  EXPECT_LE(stats.stream_peak_bytes, options.memory_bytes);
+  EXPECT_GT(stats.stream_shards, 0u);
+}
+
+TEST_F(StreamedTarShards, WithoutAWindowOrATellingSourceEveryReadIsARangeRequest) {
+  TarShardsOptions options = index_in("index");
+  options.memory_bytes = total_;
+  const auto no_window = std::make_shared<const TarShards>(urls_, options);
+  EXPECT_EQ(no_window->network().value().stream_budget, 0u) << "no window, no stream";
+  options.window = 2;
+  const TarShards untold(urls_, options);
+  const NetworkStats opened = untold.network().value();
+  for (std::size_t i = 0; i < untold.size(); ++i) (void)untold.read(i);
+  EXPECT_EQ(untold.network().value().requests - opened.requests, untold.size()) << "nothing planned: range reads";
+  EXPECT_EQ(untold.network().value().stream_shards, 0u);
+}
+
 TEST_F(RemoteTarShards, TheRegistryTakesTheCacheAndThePolicyAsParameters) {
   const std::string base = server_->url("/files/").text();
   const std::string spec = "tar cache=" + (dir_ / "cache").string() + " cache_bytes=1M on_shard_error=skip";
@@ -765,6 +867,14 @@ TEST_F(RemoteTarShards, TheRegistryTakesTheCacheAndThePolicyAsParameters) {
               HasSubstr("cache_bytes='lots' is not a size"));
   EXPECT_THAT(test::error_message([&] { DatasetRegistry::builtin().open(url("a.tar"), "tar cache_bytes=1M"); }),
               HasSubstr("give cache and cache_bytes together"));
+  const DatasetPtr streamed = DatasetRegistry::builtin().open(fs::path(base + "{a,b}.tar"), "tar window=2 memory=1M");
+  EXPECT_EQ(streamed->groups().window, 2u);
+  EXPECT_EQ(*streamed->groups().starts, (std::vector<std::uint64_t>{0, 4}));
+  EXPECT_EQ(streamed->network().value().stream_budget, std::uint64_t{1} << 20);
+  EXPECT_THAT(test::error_message([&] { DatasetRegistry::builtin().open(url("a.tar"), "tar memory=lots"); }),
+              HasSubstr("memory='lots' is not a size"));
+  EXPECT_THAT(test::error_message([&] { DatasetRegistry::builtin().open(url("a.tar"), "tar window=-1"); }),
+              HasSubstr("window=-1 is below 0"));
 }
 
 // ---- remote shards on an S3-compatible server: s3rver (npm), as ctest's remote.tar_shards_against_s3rver runs it

@@ -287,13 +287,40 @@ CheckpointPolicy checkpoint_every_epoch(fs::path folder) {
   };
 }
 
+std::string epoch_order_name(const nodes::OrderOptions& order) {
+  std::string name = epoch_order_version;
+  if (order.shuffle && order.groups.window > 0 && order.groups.starts && !order.groups.starts->empty()) {
+    name += " groups=" + std::to_string(order.groups.starts->size()) + " window=" + std::to_string(order.groups.window);
+  }
+  return name;
+}
+
+namespace {
+
+// A resume inside an epoch visits the rest of the order the checkpoint's run visited: the same
+// window of shards (a tar format's window=W) over the same number of shards.
+void check_same_order(const nn::Trainer& trainer, std::size_t resume, const std::string& order_name) {
+  if (resume == 0) return;
+  const auto& metadata = trainer.metadata();
+  const auto it = metadata.find(epoch_order_key);
+  const std::string saved = it == metadata.end() ? epoch_order_version : it->second;
+  if (saved == order_name) return;
+  throw std::runtime_error("the checkpoint stopped inside epoch " + std::to_string(trainer.epoch() + 1) +
+                           " of an epoch order (" + saved + ") other than this run's (" + order_name +
+                           "): resuming there would train on other images. Give the data and the window= it "
+                           "was trained with, or resume from a checkpoint written at an epoch's end");
+}
+
+}  // namespace
+
 std::size_t resume_position(const nn::Trainer& trainer, const std::string& checkpoint) {
   const auto& metadata = trainer.metadata();
   const auto it = metadata.find(epoch_position_key);
   const std::size_t position =
       it == metadata.end() ? 0 : static_cast<std::size_t>(std::strtoull(it->second.c_str(), nullptr, 10));
   const auto order = metadata.find(epoch_order_key);
-  const std::string version = order == metadata.end() ? "1" : order->second;
+  const std::string name = order == metadata.end() ? "1" : order->second;
+  const std::string version = name.substr(0, name.find(' '));
   if (position > 0 && version != epoch_order_version) {
     throw std::runtime_error(
         (checkpoint.empty() ? std::string("the checkpoint") : checkpoint) + " stopped " + std::to_string(position) +
@@ -341,6 +368,8 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
     result.epochs = first_epoch;
     return result;
   }
+  const std::string order_name = epoch_order_name(order_options(*train_set, train_input));
+  check_same_order(trainer, resume, order_name);
   // Every replica starts from rank 0's state, and says so.
   const std::unique_ptr<detail::ReplicaStrategy> replicas = detail::make_replica_strategy(options.communicator);
   replicas->start(trainer);
@@ -373,7 +402,7 @@ FitResult fit(nn::Trainer& trainer, const nodes::DatasetPtr& train_set, const no
 
     trainer.set_epoch(summary.completed ? epoch + 1 : epoch);
     metadata[epoch_position_key] = std::to_string(summary.completed ? 0 : run.position() * world);
-    metadata[epoch_order_key] = epoch_order_version;
+    metadata[epoch_order_key] = order_name;
     trainer.set_metadata(metadata);
     replicas->check_replicas(trainer, epoch + 1);
     summary.checkpoint = result.checkpoint;

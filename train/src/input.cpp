@@ -94,6 +94,15 @@ nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& 
                            " items could be read and decoded:" + failures);
 }
 
+nodes::OrderOptions order_options(const nodes::Dataset& dataset, const InputConfig& config) {
+  return {.shuffle = config.shuffle,
+          .seed = config.seed,
+          .rank = config.rank,
+          .world = config.world,
+          .remainder = config.remainder,
+          .groups = dataset.groups()};
+}
+
 Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
   if (!dataset) throw std::invalid_argument("make_input: no dataset");
   if (config.batch_size == 0 || config.size <= 0)
@@ -144,11 +153,7 @@ Input make_input(nodes::DatasetPtr dataset, const InputConfig& config) {
     options.autotune = std::move(tuning);
   }
 
-  nodes::EpochOrder order(dataset->size(), {.shuffle = config.shuffle,
-                                            .seed = config.seed,
-                                            .rank = config.rank,
-                                            .world = config.world,
-                                            .remainder = config.remainder});
+  nodes::EpochOrder order(dataset->size(), order_options(*dataset, config));
   // Slots: the consumer's queue (prefetch), one the batch stage may put beyond it and one in the
   // consumer's hands (Collate takes a slot only once a batch is complete), plus what the caller's
   // stages in between hold. With that many the batch stage seldom waits for a slot (the graph's
@@ -178,10 +183,12 @@ graph::Concurrency default_concurrency(const InputConfig& config) {
 namespace {
 
 // Remote shards read with a range request per member: every read waits on the network. (With a
-// shard cache, reads are local file reads once the shard is there: the cores read them.)
+// shard cache, or shards streamed into memory, reads are mostly local: the cores read them.)
 bool reads_wait_on_network(const nodes::Dataset& dataset) {
   const std::optional<nodes::NetworkStats> network = dataset.network();
-  return network && !network->cached;
+  // Whole shards streamed into memory ahead of the reads: with a window most reads find theirs.
+  const bool streamed = network && network->stream_budget > 0 && dataset.groups().window > 0;
+  return network && !network->cached && !streamed;
 }
 
 }  // namespace
@@ -192,10 +199,9 @@ graph::Flow<nodes::Batch> add_input(graph::Pipeline& pipe, const Input& input, c
                               config.fuse);
   auto batch_options = nodes::Collate::stage_options();
   batch_options.on_error = graph::OnError::fail;  // a wrong-size image is a recipe mistake, not bad data
-  nodes::DatasetSource source(input.dataset->size(), input.order.options(), config.epochs, config.first_epoch);
-  for (std::size_t i = 0; i < config.start; ++i) {
-    if (!source()) break;
-  }
+  // The source tells the dataset each epoch's order, for a dataset that fetches ahead.
+  nodes::DatasetSource source(input.dataset, input.order.options(), config.epochs, config.first_epoch);
+  source.skip(config.start);
   graph::Flow<nodes::ItemRef> sourced = pipe.source("source", std::move(source));
   graph::Flow<nodes::Sample> read =
       reads_wait_on_network(*input.dataset)
@@ -295,6 +301,10 @@ std::string network_text(const nodes::NetworkStats& n) {
                   static_cast<unsigned long long>(n.cache_evictions), base::byte_size_text(n.cache_bytes).c_str(),
                   base::byte_size_text(n.cache_budget).c_str(), base::byte_size_text(n.cache_peak_bytes).c_str());
     text += cache;
+  }
+  if (n.stream_budget > 0) {
+    text += "; streamed into memory: " + std::to_string(n.stream_shards) + " shards (peak " +
+            base::byte_size_text(n.stream_peak_bytes) + " of " + base::byte_size_text(n.stream_budget) + ")";
   }
   return text;
 }

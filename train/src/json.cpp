@@ -43,6 +43,11 @@ Json network_json(const std::optional<nodes::NetworkStats>& network) {
     out["cache_peak_bytes"] = n.cache_peak_bytes;
     out["cache_budget"] = n.cache_budget;
   }
+  if (n.stream_budget > 0) {
+    out["stream_shards"] = n.stream_shards;
+    out["stream_peak_bytes"] = n.stream_peak_bytes;
+    out["stream_budget"] = n.stream_budget;
+  }
   return out;
 }
 

@@ -141,11 +141,7 @@ struct Loader::Impl {
         left_out(left_out_of(*dataset)),
         config(std::move(c)),
         run_epochs(epochs),
-        order(dataset->size(), {.shuffle = config.shuffle,
-                                .seed = config.seed,
-                                .rank = config.rank,
-                                .world = config.world,
-                                .remainder = config.remainder}),
+        order(dataset->size(), order_options(*dataset, config)),
         at{config.first_epoch, config.start} {
     config.epochs = 0;  // begin() decides the epochs; run_config() where a pipeline stops
     if (config.start > order.per_epoch())

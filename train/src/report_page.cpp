@@ -269,6 +269,8 @@ std::vector<std::pair<std::string, std::string>> RunRecorder::cards_locked(bool&
       cards.emplace_back("shard cache hits / misses",
                          thousands(network_->cache_hits) + " / " + thousands(network_->cache_misses));
     }
+    if (network_->stream_budget > 0)
+      cards.emplace_back("shards streamed into memory", thousands(network_->stream_shards));
   }
   if (all_images != train_images)
     cards.emplace_back("images evaluated",

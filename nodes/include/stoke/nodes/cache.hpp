@@ -48,6 +48,9 @@ class CachedDataset final : public Dataset {
   const std::vector<std::string>& classes() const noexcept override { return inner_->classes(); }
   const std::vector<IgnoredFile>& ignored() const noexcept override { return inner_->ignored(); }
   std::optional<NetworkStats> network() const override { return inner_->network(); }
+  Groups groups() const override { return inner_->groups(); }
+  // will_read is not passed on: the items found here are never read from `inner`, so a plan of
+  // them would hold what it fetched for reads that never come.
 
   CacheStats stats() const noexcept;
   const DatasetPtr& inner() const noexcept { return inner_; }

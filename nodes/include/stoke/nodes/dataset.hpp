@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,20 @@ struct NetworkStats {
   std::uint64_t cache_bytes = 0;       ///< bytes in the folder now (with downloads under way)
   std::uint64_t cache_peak_bytes = 0;  ///< the most it held
   std::uint64_t cache_budget = 0;
+  /// Without a cache folder: whole shards streamed into memory ahead of the reads
+  /// (TarShardsOptions::memory_bytes; the fields below); reads of the others are range requests.
+  std::uint64_t stream_budget = 0;      ///< 0: not streaming
+  std::uint64_t stream_shards = 0;      ///< shards downloaded whole into memory
+  std::uint64_t stream_peak_bytes = 0;  ///< the most it held
+};
+
+/// Items stored together (a tar dataset's shards), for an epoch order that visits them a few groups
+/// at a time (OrderOptions::groups).
+struct Groups {
+  /// Where each group starts: ascending item indices, the first 0. Null or empty: no groups.
+  std::shared_ptr<const std::vector<std::uint64_t>> starts;
+  /// How many groups an epoch visits at a time (0: items in any order, the groups ignored).
+  std::uint32_t window = 0;
 };
 
 /// An indexed, immutable collection of samples. read() is thread-safe: the read stage of a
@@ -62,6 +77,13 @@ class Dataset {
   /// What reading it has taken from the network so far; nullopt (the default) for a dataset read
   /// from local files.
   virtual std::optional<NetworkStats> network() const;
+  /// The groups an epoch order should visit a window at a time (OrderOptions::groups): a tar
+  /// dataset's shards when it was opened with a window (TarShardsOptions::window). Default: none.
+  virtual Groups groups() const;
+  /// A hint that these items will be read next, in about this order (the rest of an epoch's
+  /// order): a dataset that fetches ahead (remote tar shards) fetches what they need. Thread-safe;
+  /// the default does nothing.
+  virtual void will_read(std::span<const std::uint64_t> items) const;
 };
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
@@ -86,11 +108,17 @@ struct OrderOptions {
   std::uint32_t rank = 0;
   std::uint32_t world = 1;
   ShardRemainder remainder = ShardRemainder::uneven;
+  /// Shuffling by groups (Dataset::groups(), a tar dataset's shards), with groups.window = W > 0:
+  /// the groups in a shuffled order, W at a time, the items of each window of W groups shuffled
+  /// together. A weaker shuffle than the default (every item among all), which lets a reader hold
+  /// W shards at a time: what streaming whole shards from a server needs. Sharding then takes
+  /// positions of this permutation as above.
+  Groups groups{};
 };
 
-/// The visiting order of one rank: a permutation of [0, size) per epoch (a function of seed and
-/// epoch only), then this rank's share of it. Throws std::invalid_argument when rank >= world or
-/// world == 0.
+/// The visiting order of one rank: a permutation of [0, size) per epoch (a function of seed, epoch
+/// and the groups only), then this rank's share of it. Throws std::invalid_argument when rank >=
+/// world, world == 0, or the group starts are not ascending from 0 within size.
 class EpochOrder {
  public:
   EpochOrder(std::size_t size, OrderOptions options);
@@ -121,16 +149,26 @@ class DatasetSource {
  public:
   DatasetSource(std::size_t dataset_size, OrderOptions options, std::uint32_t epochs = 1,
                 std::uint32_t first_epoch = 0);
+  /// The same, telling `dataset` (Dataset::will_read) the rest of each epoch's order as the source
+  /// starts emitting it, so a dataset that fetches ahead fetches in the order of the reads.
+  DatasetSource(DatasetPtr dataset, OrderOptions options, std::uint32_t epochs = 1, std::uint32_t first_epoch = 0);
 
   std::optional<ItemRef> operator()();
+  /// Passes over the next `count` items without emitting them (or telling the dataset): where a
+  /// resumed run starts inside its first epoch. Returns how many there were.
+  std::size_t skip(std::size_t count);
 
  private:
+  bool advance();  // to the next item, crossing into the next epoch; false at the end
+
   EpochOrder order_;
+  DatasetPtr dataset_;       // told the order; may be null
   std::uint32_t end_epoch_;  // exclusive; 0 means no end
   std::uint32_t epoch_;
   std::vector<std::uint64_t> current_;
   std::size_t next_ = 0;
   bool forever_;
+  bool told_ = false;  // dataset_ was told current_'s rest
 };
 
 /// The read stage: ItemRef -> Sample (dataset->read, with the epoch filled in). Thread-safe.

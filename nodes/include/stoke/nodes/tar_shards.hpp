@@ -122,6 +122,11 @@ struct TarShardsOptions {
   PackAccess access = PackAccess::random;
   /// A shard that cannot be opened fails the open (the default) or is left out and named.
   ShardFailure on_shard_error = ShardFailure::fail;
+  /// Shuffle by shards (groups()): an epoch visits the shards in a shuffled order, `window` at a
+  /// time, the samples of each window shuffled together (OrderOptions::groups). 0 (the default):
+  /// every sample among all. With remote shards and no cache folder, a window lets whole shards be
+  /// streamed into memory ahead of the reads (memory_bytes) instead of a range request per sample.
+  std::uint32_t window = 0;
 
   // ---- remote shards (URLs) only
   /// A folder where whole remote shards are kept (remote::ShardCache: LRU within cache_bytes,
@@ -133,6 +138,12 @@ struct TarShardsOptions {
   /// With a cache: download the shards in dataset order in the background, while the folder has
   /// free room (it removes nothing for that), so reads find them there.
   bool prefetch = true;
+  /// With a window and without a cache folder: the most bytes of whole shards held in memory,
+  /// downloaded in the order the epoch will read them (Dataset::will_read, told by a
+  /// DatasetSource made with the dataset) and let go when their last planned sample is read;
+  /// samples of a shard not held are read with range requests. 0: range requests only. A budget
+  /// of window + 2 shards keeps the downloads ahead of the reads.
+  std::uint64_t memory_bytes = std::uint64_t{2} << 30;
   /// A request during which no byte arrives for this long fails (and is tried again): a server
   /// that stops answering never hangs the run.
   std::chrono::milliseconds stall_limit{std::chrono::seconds(30)};
@@ -230,6 +241,11 @@ class TarShards final : public Dataset {
   /// For remote shards: requests, bytes, time waiting, and the cache's use; nullopt when every
   /// shard is a local file.
   std::optional<NetworkStats> network() const override;
+  /// The shards, with the window it was opened with (TarShardsOptions::window).
+  Groups groups() const override;
+  /// Remote shards without a cache folder: streams the shards these items need into memory, in
+  /// this order, within memory_bytes (see TarShardsOptions).
+  void will_read(std::span<const std::uint64_t> items) const override;
 
   /// The sample's key ("train/000017").
   std::string_view key(std::size_t i) const;
@@ -280,6 +296,8 @@ class TarShards final : public Dataset {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> files_;   // (st_dev, st_ino) of each mapped shard
   std::vector<std::shared_ptr<const remote::RemoteUrl>> urls_;   // one per shard; null for a local one
   std::unique_ptr<detail::RemoteShards> remote_;                 // made with the first remote shard
+  std::shared_ptr<const std::vector<std::uint64_t>> group_starts_;  // each shard's first item
+  std::uint32_t window_ = 0;
   std::vector<std::string> classes_;
   std::vector<IgnoredFile> ignored_;
   std::map<std::string, std::size_t> unused_fields_;

@@ -223,6 +223,11 @@ inline constexpr const char* epoch_position_key = "epoch_position";
 inline constexpr const char* epoch_order_key = "epoch_order";
 inline constexpr const char* epoch_order_version = "2";
 
+/// The epoch_order_key value for an order: epoch_order_version, and for an order by groups
+/// (OrderOptions::groups) " groups=G window=W", so that a resume inside an epoch can tell that it
+/// would visit other items.
+std::string epoch_order_name(const nodes::OrderOptions& order);
+
 /// Where a trainer restored from a checkpoint resumes inside its epoch (its metadata's
 /// epoch_position_key; 0 when absent). Throws std::runtime_error naming `checkpoint` (the file,
 /// for the message) when the position is inside an epoch of an order this stoke no longer makes

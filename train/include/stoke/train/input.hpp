@@ -168,6 +168,11 @@ struct Input {
 nodes::BatchShape batch_shape(const nodes::Dataset& dataset, const InputConfig& config,
                               const std::vector<nodes::TransformPtr>& transforms);
 
+/// The visiting order `config` asks of `dataset`: shuffle, seed, rank, world and remainder from
+/// the config, the groups (a tar dataset's shards, with the window it was opened with) from the
+/// dataset.
+nodes::OrderOptions order_options(const nodes::Dataset& dataset, const InputConfig& config);
+
 /// Builds the Input for `dataset` and `config`: batch shape by batch_shape(), pool slots =
 /// prefetch + 2, and the pipeline options, with the scheduler's settings (config.tuning
 /// completed) when config.autotune.

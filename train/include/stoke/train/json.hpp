@@ -23,7 +23,8 @@ nlohmann::ordered_json left_out_files_json(const LeftOut& left_out);
 
 /// What a dataset read over the network (nodes::NetworkStats): requests, retries, bytes, wait_s,
 /// cached, and with a cache cache_hits, cache_misses, cache_prefetched, cache_evictions, cache_bytes,
-/// cache_peak_bytes, cache_budget; null for a dataset on local disk. The "network" of every object
+/// cache_peak_bytes, cache_budget, and with shards streamed into memory stream_shards,
+/// stream_peak_bytes, stream_budget; null for a dataset on local disk. The "network" of every object
 /// below that reads data, and of `stoke bench pipeline --json`.
 nlohmann::ordered_json network_json(const std::optional<nodes::NetworkStats>& network);
 
