@@ -16,7 +16,10 @@
 # shards and the cache. The server is lighttpd when it is installed (Debian: lighttpd; as root this
 # script installs it), else tests/remote/range_server.py (Python: slower per request, so the
 # range-request side then measures the server as much as stoke). SECONDS_PER_RUN (default 15),
-# THREADS (default: the cores), SHARD_BYTES (default 32M) change the setup.
+# THREADS (default: the cores), SHARD_BYTES (default 32M), WINDOW (2) and STREAM_MEMORY (the
+# streamed side's memory budget, default 2G: a dataset that fits stays in memory after the first
+# epoch; give less than the data, e.g. (WINDOW + 2) x SHARD_BYTES, to measure shards downloaded
+# again every epoch) change the setup.
 set -euo pipefail
 
 if [[ $# -lt 2 || $# -gt 3 ]]; then
@@ -89,7 +92,7 @@ rounds = int(os.environ.get("ROUNDS", "5"))
 seconds = os.environ.get("SECONDS_PER_RUN", "15")
 threads = os.environ.get("THREADS", str(os.cpu_count()))
 cached = f"tar cache={cache} cache_bytes=64G"
-window = f"tar window={os.environ.get('WINDOW', '2')}"
+window = f"tar window={os.environ.get('WINDOW', '2')} memory={os.environ.get('STREAM_MEMORY', '2G')}"
 sides = {"local": [local], "http": [remote, "--format", "tar"], "http+cache": [remote, "--format", cached],
          "local+window": [local, "--format", window], "http+window": [remote, "--format", window]}
 

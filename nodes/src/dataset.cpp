@@ -23,7 +23,7 @@ std::optional<NetworkStats> Dataset::network() const { return std::nullopt; }
 
 Groups Dataset::groups() const { return {}; }
 
-void Dataset::will_read(std::span<const std::uint64_t> /*items*/) const {}
+std::shared_ptr<const void> Dataset::will_read(std::span<const std::uint64_t> /*items*/) const { return nullptr; }
 
 namespace {
 
@@ -141,21 +141,34 @@ DatasetSource::DatasetSource(DatasetPtr dataset, OrderOptions options, std::uint
 bool DatasetSource::advance() {
   while (next_ == current_.size()) {
     if (current_.empty() && forever_) return false;  // nothing to visit, ever
-    if (!forever_ && epoch_ + 1 >= end_epoch_) return false;
+    if (!has_epoch(epoch_ + 1)) return false;
     ++epoch_;
-    current_ = order_.indices(epoch_);
+    current_ = upcoming_.empty() ? order_.indices(epoch_) : std::move(upcoming_);
+    upcoming_.clear();
     next_ = 0;
     told_ = false;
   }
   return true;
 }
 
+void DatasetSource::tell() {
+  // A plan lives until two epochs later: the reads of the last one are still under way when the
+  // source starts the next.
+  std::erase_if(plans_, [&](const auto& plan) { return plan.first + 1 < epoch_; });
+  const auto told = [&](std::uint32_t epoch) {
+    return std::any_of(plans_.begin(), plans_.end(), [&](const auto& plan) { return plan.first == epoch; });
+  };
+  if (!told(epoch_)) plans_.emplace_back(epoch_, dataset_->will_read(std::span(current_).subspan(next_)));
+  if (has_epoch(epoch_ + 1) && !told(epoch_ + 1)) {
+    upcoming_ = order_.indices(epoch_ + 1);
+    plans_.emplace_back(epoch_ + 1, dataset_->will_read(upcoming_));
+  }
+  told_ = true;
+}
+
 std::optional<ItemRef> DatasetSource::operator()() {
   if (!advance()) return std::nullopt;
-  if (dataset_ && !told_) {
-    dataset_->will_read(std::span<const std::uint64_t>(current_).subspan(next_));
-    told_ = true;
-  }
+  if (dataset_ && !told_) tell();
   return ItemRef{current_[next_++], epoch_};
 }
 

@@ -164,8 +164,8 @@ void RemoteShards::start_stream(std::vector<ShardStream::Shard> shards) {
   stream_ = std::make_unique<ShardStream>(client_, std::move(shards), memory_bytes_);
 }
 
-void RemoteShards::plan(const std::vector<std::pair<std::size_t, std::uint64_t>>& reads) {
-  if (stream_) stream_->plan(reads);
+std::shared_ptr<const void> RemoteShards::plan(const std::vector<std::pair<std::size_t, std::uint64_t>>& reads) {
+  return stream_ ? stream_->plan(reads) : nullptr;
 }
 
 ShardStream::Buffer RemoteShards::held(std::size_t shard) const {

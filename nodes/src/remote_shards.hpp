@@ -55,8 +55,9 @@ class RemoteShards {
   /// Without a cache and with a memory budget: streams whole shards into memory as plan() says
   /// (ShardStream). `shards` by the dataset's shard index (a null URL: a local shard).
   void start_stream(std::vector<ShardStream::Shard> shards);
-  /// The coming reads, (shard, reads) in the order of each shard's first; nothing when not streaming.
-  void plan(const std::vector<std::pair<std::size_t, std::uint64_t>>& reads);
+  /// The coming reads, (shard, reads) in the order of each shard's first, while the handle lives
+  /// (ShardStream::plan); nothing (null) when not streaming.
+  std::shared_ptr<const void> plan(const std::vector<std::pair<std::size_t, std::uint64_t>>& reads);
   /// The whole shard when streamed into memory (after waiting for its download); null otherwise.
   ShardStream::Buffer held(std::size_t shard) const;
   /// A read of `shard` is over (whatever became of it).

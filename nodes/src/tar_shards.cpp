@@ -185,8 +185,8 @@ TarShards::TarShards(std::vector<fs::path> shards, TarShardsOptions options) : a
 
 Groups TarShards::groups() const { return {group_starts_, window_}; }
 
-void TarShards::will_read(std::span<const std::uint64_t> items) const {
-  if (!remote_) return;
+std::shared_ptr<const void> TarShards::will_read(std::span<const std::uint64_t> items) const {
+  if (!remote_) return nullptr;
   std::vector<std::uint64_t> reads(shards_.size(), 0);
   std::vector<std::pair<std::size_t, std::uint64_t>> plan;  // shards by first read
   for (const std::uint64_t i : items) {
@@ -194,7 +194,7 @@ void TarShards::will_read(std::span<const std::uint64_t> items) const {
     if (reads[shard]++ == 0) plan.emplace_back(shard, 0);
   }
   for (auto& [shard, count] : plan) count = reads[shard];
-  remote_->plan(plan);
+  return remote_->plan(plan);
 }
 
 TarShards::~TarShards() = default;

@@ -174,22 +174,41 @@ class Planned final : public Dataset {
   int label(std::size_t) const override { return 0; }
   std::string name(std::size_t i) const override { return std::to_string(i); }
   Sample read(std::size_t) const override { return {}; }
-  void will_read(std::span<const std::uint64_t> items) const override { told.emplace_back(items.begin(), items.end()); }
+  std::shared_ptr<const void> will_read(std::span<const std::uint64_t> items) const override {
+    told.emplace_back(items.begin(), items.end());
+    const std::size_t plan = told.size() - 1;
+    return std::shared_ptr<const void>(nullptr, [this, plan](const void*) { dropped.push_back(plan); });
+  }
   mutable std::vector<std::vector<std::uint64_t>> told;
+  mutable std::vector<std::size_t> dropped;  // plans whose handle is gone
 };
 
-TEST(DatasetSource, TellsTheDatasetTheRestOfEachEpochAsItStartsIt) {
+TEST(DatasetSource, TellsTheDatasetTheRestOfAnEpochAndTheNextAsItStartsIt) {
   const auto dataset = std::make_shared<const Planned>();
-  DatasetSource source(dataset, {.shuffle = false}, /*epochs=*/2);
-  EXPECT_EQ(source.skip(4), 4u) << "a resume inside the first epoch";
-  EXPECT_TRUE(dataset->told.empty()) << "skipping tells nothing";
-  std::vector<std::uint64_t> got;
-  while (auto ref = source()) got.push_back(ref->index);
-  EXPECT_EQ(got, (std::vector<std::uint64_t>{4, 5, 0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(dataset->told, (std::vector<std::vector<std::uint64_t>>{{4, 5}, {0, 1, 2, 3, 4, 5}}));
+  {
+    DatasetSource source(dataset, {.shuffle = false}, /*epochs=*/2);
+    EXPECT_EQ(source.skip(4), 4u) << "a resume inside the first epoch";
+    EXPECT_TRUE(dataset->told.empty()) << "skipping tells nothing";
+    std::vector<std::uint64_t> got;
+    while (auto ref = source()) got.push_back(ref->index);
+    EXPECT_EQ(got, (std::vector<std::uint64_t>{4, 5, 0, 1, 2, 3, 4, 5}));
+    EXPECT_EQ(dataset->told, (std::vector<std::vector<std::uint64_t>>{{4, 5}, {0, 1, 2, 3, 4, 5}}))
+        << "the first epoch's rest and the second, at the first item; nothing after the last epoch";
+    EXPECT_TRUE(dataset->dropped.empty());
+  }
+  EXPECT_EQ(dataset->dropped.size(), 2u) << "the source's plans end with it";
   DatasetSource past(dataset, {.shuffle = false}, /*epochs=*/1);
   EXPECT_EQ(past.skip(10), 6u);
   EXPECT_FALSE(past().has_value());
+}
+
+TEST(DatasetSource, DropsAnEpochsPlanTwoEpochsLater) {
+  const auto dataset = std::make_shared<const Planned>();
+  DatasetSource source(dataset, {.shuffle = true, .seed = 1}, /*epochs=*/0);
+  for (int i = 0; i < 6 * 3 + 1; ++i) ASSERT_TRUE(source().has_value());  // the first item of epoch 3
+  ASSERT_EQ(dataset->told.size(), 5u) << "epochs 0 to 4";
+  EXPECT_EQ(dataset->told[1], EpochOrder(6, {.shuffle = true, .seed = 1}).indices(1));
+  EXPECT_EQ(dataset->dropped, (std::vector<std::size_t>{0, 1})) << "epochs 0 and 1";
 }
 
 TEST(DatasetSource, RunsTheGivenEpochsInOrder) {

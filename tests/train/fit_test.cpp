@@ -210,6 +210,47 @@ TEST_F(Fit, RefusesAPositionInAnOlderEpochOrder) {
   EXPECT_EQ(resume_position(run.trainer), 0u);
 }
 
+// A dataset that asks for an order by groups (as a tar dataset opened with window=W): two halves.
+class Halves final : public nodes::Dataset {
+ public:
+  Halves(nodes::DatasetPtr inner, std::uint32_t window) : inner_(std::move(inner)), window_(window) {}
+  std::size_t size() const noexcept override { return inner_->size(); }
+  int label(std::size_t i) const override { return inner_->label(i); }
+  std::string name(std::size_t i) const override { return inner_->name(i); }
+  nodes::Sample read(std::size_t i) const override { return inner_->read(i); }
+  const std::vector<std::string>& classes() const noexcept override { return inner_->classes(); }
+  nodes::Groups groups() const override {
+    return {std::make_shared<const std::vector<std::uint64_t>>(std::vector<std::uint64_t>{0, size() / 2}), window_};
+  }
+
+ private:
+  nodes::DatasetPtr inner_;
+  std::uint32_t window_;
+};
+
+// The checkpoint names an order by groups; a resume inside an epoch of another order is refused
+// (it would visit other items), one of the same order goes on from its position.
+TEST_F(Fit, RefusesAResumeInsideAnEpochOfAnotherOrderByGroups) {
+  TinyRun run(16, 1);
+  const auto halves = std::make_shared<const Halves>(train_set(), 1);
+  EXPECT_EQ(epoch_order_name({.shuffle = true, .groups = halves->groups()}), "2 groups=2 window=1");
+  EXPECT_EQ(epoch_order_name({.shuffle = false, .groups = halves->groups()}), epoch_order_version);
+  EXPECT_EQ(epoch_order_name({.shuffle = true}), epoch_order_version);
+
+  run.trainer.set_metadata({{epoch_position_key, "8"}, {epoch_order_key, epoch_order_version}});
+  try {
+    (void)fit(run.trainer, halves, nullptr, run.options);
+    ADD_FAILURE() << "a position in another order was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("(2) other than this run's (2 groups=2 window=1)"));
+  }
+  run.trainer.set_metadata({{epoch_position_key, "8"}, {epoch_order_key, "2 groups=2 window=1"}});
+  EXPECT_EQ(resume_position(run.trainer), 8u);
+  const FitResult result = fit(run.trainer, halves, nullptr, run.options);
+  EXPECT_EQ(result.images, 8);
+  EXPECT_EQ(run.trainer.metadata().at(epoch_order_key), "2 groups=2 window=1");
+}
+
 // Ctrl-C in the second of two epochs, then a resume from the checkpoint written at the cut: the
 // final weights are those of a run never interrupted, bit for bit (the CPU backend is
 // deterministic, and each batch depends only on the seed, the epoch and the position).

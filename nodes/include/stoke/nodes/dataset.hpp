@@ -80,10 +80,12 @@ class Dataset {
   /// The groups an epoch order should visit a window at a time (OrderOptions::groups): a tar
   /// dataset's shards when it was opened with a window (TarShardsOptions::window). Default: none.
   virtual Groups groups() const;
-  /// A hint that these items will be read next, in about this order (the rest of an epoch's
-  /// order): a dataset that fetches ahead (remote tar shards) fetches what they need. Thread-safe;
-  /// the default does nothing.
-  virtual void will_read(std::span<const std::uint64_t> items) const;
+  /// A hint that these items will be read, in about this order, after those of the plans told
+  /// before (the rest of an epoch's order, then the next epoch's): a dataset that fetches ahead
+  /// (remote tar shards) fetches what they need. The plan holds while the returned handle lives:
+  /// dropping it says that its reads not yet made will not come. Thread-safe; the default does
+  /// nothing and returns null.
+  virtual std::shared_ptr<const void> will_read(std::span<const std::uint64_t> items) const;
 };
 
 using DatasetPtr = std::shared_ptr<const Dataset>;
@@ -150,7 +152,8 @@ class DatasetSource {
   DatasetSource(std::size_t dataset_size, OrderOptions options, std::uint32_t epochs = 1,
                 std::uint32_t first_epoch = 0);
   /// The same, telling `dataset` (Dataset::will_read) the rest of each epoch's order as the source
-  /// starts emitting it, so a dataset that fetches ahead fetches in the order of the reads.
+  /// starts emitting it, and the next epoch's with it, so that a dataset that fetches ahead
+  /// fetches in the order of the reads. A plan is dropped two epochs later, or with the source.
   DatasetSource(DatasetPtr dataset, OrderOptions options, std::uint32_t epochs = 1, std::uint32_t first_epoch = 0);
 
   std::optional<ItemRef> operator()();
@@ -160,9 +163,13 @@ class DatasetSource {
 
  private:
   bool advance();  // to the next item, crossing into the next epoch; false at the end
+  bool has_epoch(std::uint32_t epoch) const noexcept { return forever_ || epoch < end_epoch_; }
+  void tell();  // the dataset, of the rest of this epoch and of the next
 
   EpochOrder order_;
-  DatasetPtr dataset_;       // told the order; may be null
+  DatasetPtr dataset_;                                                        // told the order; may be null
+  std::vector<std::uint64_t> upcoming_;                                       // the next epoch's order, once told
+  std::vector<std::pair<std::uint32_t, std::shared_ptr<const void>>> plans_;  // the handles, by epoch
   std::uint32_t end_epoch_;  // exclusive; 0 means no end
   std::uint32_t epoch_;
   std::vector<std::uint64_t> current_;

@@ -243,9 +243,9 @@ class TarShards final : public Dataset {
   std::optional<NetworkStats> network() const override;
   /// The shards, with the window it was opened with (TarShardsOptions::window).
   Groups groups() const override;
-  /// Remote shards without a cache folder: streams the shards these items need into memory, in
-  /// this order, within memory_bytes (see TarShardsOptions).
-  void will_read(std::span<const std::uint64_t> items) const override;
+  /// Remote shards, a window and no cache folder: streams the shards these items need into
+  /// memory, in this order, within memory_bytes (see TarShardsOptions), while the handle lives.
+  std::shared_ptr<const void> will_read(std::span<const std::uint64_t> items) const override;
 
   /// The sample's key ("train/000017").
   std::string_view key(std::size_t i) const;
